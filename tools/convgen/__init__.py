@@ -1,0 +1,1 @@
+"""convgen: compile Triton conv-as-GEMM kernels, run them, and verify them against a reference."""

@@ -1,0 +1,3 @@
+from convgen.cli import main
+
+raise SystemExit(main())

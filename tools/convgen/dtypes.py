@@ -1,0 +1,59 @@
+"""Element types: what each `-t` name means for storage, accumulation and output.
+
+One table, so that the kernel, the reference and the tolerances agree on what a
+type is. `mantissa` is the number of stored fraction bits; the unit roundoff is
+2^-(mantissa+1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from convgen.errors import ConvgenError
+
+
+@dataclass(frozen=True)
+class ElemType:
+    name: str            # the `-t` spelling
+    torch_in: torch.dtype   # inputs as stored
+    torch_out: torch.dtype  # the kernel's output
+    is_int: bool
+    mantissa_in: int     # fraction bits of the input type (0 for integers)
+    mantissa_out: int    # fraction bits of the output type
+    mantissa_acc: int    # fraction bits of the accumulator (fp32: 23)
+
+    @property
+    def u_in(self) -> float:
+        return 0.0 if self.is_int else 2.0 ** -(self.mantissa_in + 1)
+
+    @property
+    def u_out(self) -> float:
+        return 0.0 if self.is_int else 2.0 ** -(self.mantissa_out + 1)
+
+    @property
+    def u_acc(self) -> float:
+        return 0.0 if self.is_int else 2.0 ** -(self.mantissa_acc + 1)
+
+    @property
+    def default_rand_range(self) -> tuple[float, float]:
+        return (-5.0, 5.0) if self.is_int else (-1.0, 1.0)
+
+
+_F32 = torch.float32
+TYPES: dict[str, ElemType] = {
+    "f32": ElemType("f32", _F32, _F32, False, 23, 23, 23),
+    "f16": ElemType("f16", torch.float16, torch.float16, False, 10, 10, 23),
+    "bf16": ElemType("bf16", torch.bfloat16, torch.bfloat16, False, 7, 7, 23),
+    # i8 forward: int8 inputs, exact int32 accumulation and output.
+    "i8": ElemType("i8", torch.int8, torch.int32, True, 0, 0, 0),
+}
+ALIASES = {"fp32": "f32", "fp16": "f16", "half": "f16", "float": "f32", "int8": "i8"}
+
+
+def elem_type(name: str) -> ElemType:
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in TYPES:
+        raise ConvgenError(f"unknown type '-t {name}' (expected one of: {', '.join(TYPES)})")
+    return TYPES[key]
+
