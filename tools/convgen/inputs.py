@@ -84,11 +84,10 @@ def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict[str, 
     return out
 
 
-def empty_output(problem: ConvProblem, device: str, poison: bool = True) -> torch.Tensor:
+def empty_output(problem: ConvProblem, device: str, dtype: torch.dtype | None = None) -> torch.Tensor:
     """The written tensor, poisoned (NaN, or the int minimum) so an unwritten element cannot pass."""
     name = problem.writes
-    dt = problem.dtype.torch_out
+    dt = dtype or problem.dtype.torch_out
     phys = torch.empty(problem.physical_shape(name), dtype=dt, device=device)
-    if poison:
-        phys.fill_(torch.iinfo(dt).min if problem.dtype.is_int else float("nan"))
+    phys.fill_(float("nan") if dt.is_floating_point else torch.iinfo(dt).min)
     return phys.permute(problem.to_logical_perm(name))

@@ -1,0 +1,160 @@
+"""One convgen run, stage by stage: problem -> inputs -> kernel and reference -> metrics -> report.
+
+The stages live in their own modules; this one only wires them together, times
+them for people, and decides the exit code (0 whenever something was verified,
+whatever the bits say: FileCheck judges).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from convgen import backend as backends
+from convgen.options import RunConfig
+
+
+def _say(line: str) -> None:
+    print(f"# {line}", flush=True)
+
+
+class _Timer:
+    def __init__(self):
+        self.parts: list[str] = []
+
+    def __call__(self, name: str, t0: float) -> None:
+        self.parts.append(f"{name} {time.perf_counter() - t0:.3f}s")
+
+
+def _flush_subnormals(t, dtype):
+    """Zero inputs below the smallest normal of their type (MI200 matrix-core behaviour)."""
+    import torch
+    tiny = torch.finfo(dtype).tiny
+    return torch.where(t.abs() < tiny, torch.zeros_like(t), t)
+
+
+def _accumulation(config: RunConfig):
+    from convgen.tolerance import Accumulation
+    p = config.problem
+    et = p.dtype
+    if et.is_int:
+        return Accumulation(n=p.accumulations, u_comp=0.0, u_acc=0.0)
+    # Products of fp16/bf16 inputs are exact in fp32; fp32 products round once,
+    # or to tf32's 10-bit mantissa when the dot runs in tf32.
+    u_comp = 0.0
+    if et.name == "f32":
+        u_comp = 2.0 ** -11 if (config.kernel.use_matrix_cores and
+                                config.kernel.input_precision != "ieee") else 2.0 ** -24
+    return Accumulation(n=p.accumulations, u_comp=u_comp, u_acc=et.u_acc)
+
+
+def _reference(config: RunConfig, tensors, device: str):
+    """The reference, rounded to the output type (as the kernel's result is), as float64."""
+    import torch
+    p = config.problem
+    ro = config.reference
+    if ro.validator == "gpu" and device != "cpu":
+        from convgen.kernels.gpu_reference import gpu_reference
+        from convgen.inputs import empty_output
+        out32 = empty_output(p, device, dtype=torch.int32 if p.dtype.is_int else torch.float32)
+        gpu_reference(p, tensors, out32)
+        return out32.to(p.dtype.torch_out).to(torch.float64)
+    from convgen.reference import reference
+    ref = reference(p, tensors, accumulate=ro.accumulate, flush_subnormals=ro.flush_subnormals)
+    return ref.to(p.dtype.torch_out).to(torch.float64).to(device)
+
+
+def run(config: RunConfig) -> int:
+    backends.ensure_interpreter_if_no_gpu()
+    be = backends.current()
+    import torch
+
+    from convgen import inputs, report, verify
+    from convgen.kernels import config as kconfig
+    from convgen.kernels.launch import run_conv
+
+    p = config.problem
+    device = be.torch_device
+    use_dot = config.kernel.use_matrix_cores
+    cfg = kconfig.choose(p, be, use_dot, config.kernel.perf_config)
+    _say(f"convgen: {p.describe()}")
+    _say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
+         f"config {cfg.describe()}, data {config.data.describe()}")
+    timer = _Timer()
+
+    t0 = time.perf_counter()
+    tensors = inputs.make_inputs(p, config.data, device)
+    timer("inputs", t0)
+    kern_in = tensors
+    if config.kernel.flush_subnormals and not p.dtype.is_int:
+        kern_in = {k: _flush_subnormals(v, p.dtype.torch_in) for k, v in tensors.items()}
+
+    out = inputs.empty_output(p, device)
+    t0 = time.perf_counter()
+    run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision)
+    if device != "cpu":
+        torch.cuda.synchronize()
+    timer("kernel (first launch, compile included)", t0)
+
+    if config.reference.validator is None:
+        _say("convgen: no validation requested (-pv or -pv_with_gpu); kernel ran")
+        _say("convgen: time " + ", ".join(timer.parts))
+        return 0
+
+    t0 = time.perf_counter()
+    ref = _reference(config, tensors, device)
+    if device != "cpu":
+        torch.cuda.synchronize()
+    timer(f"reference ({config.reference.validator})", t0)
+
+    t0 = time.perf_counter()
+    result = verify.verify(out, ref, p.dtype.torch_out, config.thresholds, _accumulation(config),
+                           dim_names=_dim_names(p.writes))
+    timer("verify", t0)
+
+    for line in report.format_report(result, config.report.print_results):
+        print(line)
+    _say("convgen: time " + ", ".join(timer.parts))
+    if config.report.json_path:
+        _write_json(config.report.json_path, result.to_json())
+    if config.report.dump_dir:
+        _dump(config.report.dump_dir, tensors, out, ref)
+    if 0 in result.bits:
+        _say("convgen: reproduce with: " + _reproducer(config))
+    print(report.bits_line(result.bits), flush=True)
+    return 0
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _dim_names(tensor: str) -> str:
+    from convgen.problem import LOGICAL
+    return LOGICAL[tensor]
+
+
+def _reproducer(config: RunConfig) -> str:
+    import shlex
+    return "convgen " + " ".join(shlex.quote(a) for a in config.argv)
+
+
+def _dump(folder: str, tensors, out, ref) -> None:
+    """Save inputs, output and reference as .npy (logical order), each file written whole or not at all."""
+    import numpy as np
+    import torch
+    os.makedirs(folder, exist_ok=True)
+    items = {**{k: v for k, v in tensors.items()}, "kernel": out, "reference": ref}
+    for name, t in items.items():
+        arr = t.detach().cpu()
+        if arr.dtype == torch.bfloat16:
+            arr = arr.float()  # numpy has no bfloat16; every bf16 value is exact in fp32
+        path = os.path.join(folder, f"{name}.npy")
+        tmp = path + ".tmp.npy"
+        np.save(tmp, arr.contiguous().numpy())
+        os.replace(tmp, path)
+    _say(f"convgen: dumped {', '.join(items)} to {folder}")
+

@@ -1,0 +1,1 @@
+"""Triton kernels: the conv implicit GEMM under test, and the GPU reference."""
