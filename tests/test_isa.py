@@ -11,12 +11,12 @@ from convgen.backend import Backend
 from convgen.dtypes import elem_type
 from convgen.kernels import isa
 from convgen.kernels.config import choose
-from convgen.kernels.implicit_gemm import conv_gemm_kernel
 from convgen.kernels.launch import gemm_spec
 from convgen.problem import make_problem
 
 AMD = ["gfx90a", "gfx942", "gfx950"]
 NVIDIA = ["sm90"]
+KERNELS = isa.compilable("convgen.kernels.implicit_gemm")
 
 
 def _compile(direction, dtype, use_dot, target, layouts=None, stride=(1, 1)):
@@ -33,7 +33,7 @@ def _compile(direction, dtype, use_dot, target, layouts=None, stride=(1, 1)):
     spec = gemm_spec(p, {k: meta[k] for k in p.reads}, meta[p.writes], cfg, use_dot, False)
     args = {k: (isa.pointer_type(v.dtype) if isinstance(v, torch.Tensor) else "i32")
             for k, v in spec.runtime.items()}
-    return isa.compile_kernel(conv_gemm_kernel, args, spec.constexprs, target,
+    return isa.compile_kernel(KERNELS.conv_gemm_kernel, args, spec.constexprs, target,
                               be.launch_options(cfg.compile_options()))
 
 

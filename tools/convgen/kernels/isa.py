@@ -6,7 +6,9 @@ that the FMA path and the GPU reference emit none.
 """
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import os
 import re
 
 import triton
@@ -23,6 +25,26 @@ TARGETS = {
 MATRIX_RE = {"hip": re.compile(r"\bv_mfma\w*"), "cuda": re.compile(r"\b(?:wgmma|mma)\.[\w.]+")}
 _TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "i8",
                  "int32": "i32", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
+
+
+def compilable(module_name: str):
+    """A fresh copy of a kernel module whose @triton.jit functions compile for real.
+
+    Under TRITON_INTERPRET=1 `triton.jit` returns interpreter objects that
+    cannot be compiled, so the module is executed again with it switched off.
+    """
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        spec = importlib.util.find_spec(module_name)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        if old is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+    return mod
 
 
 def pointer_type(dtype) -> str:

@@ -1,0 +1,100 @@
+"""The implicit-GEMM kernel against torch's float64 conv, in the interpreter.
+
+Every direction x layout family x type x path, on sizes that fill no tile
+(primes, ones), with groups, asymmetric padding, strides and dilation.
+"""
+import random
+
+import pytest
+import torch
+
+from convgen.backend import current
+from convgen.dtypes import elem_type
+from convgen.inputs import DataSpec, empty_output, make_inputs
+from convgen.kernels.config import choose
+from convgen.kernels.launch import run_conv
+from convgen.problem import make_problem
+from oracle import torch_conv
+
+LAYOUTS = {
+    "nchw": {"filter": "kcyx", "input": "nchw", "output": "nkhw"},
+    "nhwc": {"filter": "kyxc", "input": "nhwc", "output": "nhwk"},
+    "mixed": {"filter": "yxck", "input": "nhwgc", "output": "ngkhw"},
+}
+
+
+def _run(p, use_dot, perf=None, seed=1):
+    tensors = make_inputs(p, DataSpec(seed=seed), "cpu")
+    out = empty_output(p, "cpu")
+    run_conv(p, tensors, out, choose(p, current(), use_dot, perf), use_dot, current())
+    return out, torch_conv(p, tensors)
+
+
+def _check(p, out, ref):
+    assert not torch.isnan(out.double()).any(), "unwritten (NaN-poisoned) outputs"
+    scale = ref.abs().max().item()
+    if scale == 0:  # e.g. no filter tap reaches any input pixel: zeros must be written
+        assert torch.equal(out.double(), ref)
+        return
+    err = (out.double() - ref).abs().max().item() / scale
+    # one rounding to the output type on each side, plus fp32 accumulation
+    assert err <= 2 * p.dtype.u_out + 1e-5, f"relative error {err:.3g} for {p.describe()}"
+
+
+@pytest.mark.parametrize("use_dot", [True, False], ids=["dot", "fma"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_direction_layout_type_path(direction, layout, dtype, use_dot):
+    p = make_problem(direction=direction, dtype=elem_type(dtype), n=2, g=2, c_total=6, k_total=10,
+                     hi=7, wi=5, y=3, x=2, stride=(2, 1), dilation=(1, 2), pad=(1, 2, 0, 1),
+                     layouts=LAYOUTS[layout])
+    out, ref = _run(p, use_dot)
+    _check(p, out, ref)
+
+
+@pytest.mark.parametrize("use_dot", [True, False], ids=["dot", "fma"])
+def test_i8_forward_is_exact(use_dot):
+    p = make_problem(direction="fwd", dtype=elem_type("i8"), n=3, g=1, c_total=13, k_total=7,
+                     hi=5, wi=6, y=3, x=3, pad=(1, 1, 1, 1), layouts=LAYOUTS["nhwc"])
+    out, ref = _run(p, use_dot)
+    assert out.dtype == torch.int32
+    assert torch.equal(out.double(), ref)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_geometries(seed):
+    rng = random.Random(seed)
+    direction = ["fwd", "bwd_data", "bwd_weight"][seed % 3]
+    g = rng.choice([1, 1, 2, 3])
+    stride = (rng.randint(1, 4), rng.randint(1, 3))
+    dil = (rng.randint(1, 3), rng.randint(1, 2))
+    y, x = rng.randint(1, 3), rng.randint(1, 3)
+    hi = rng.randint(dil[0] * (y - 1) + 1, 11)
+    wi = rng.randint(dil[1] * (x - 1) + 1, 11)
+    p = make_problem(direction=direction, dtype=elem_type(rng.choice(["f32", "f16"])),
+                     n=rng.randint(1, 3), g=g, c_total=g * rng.randint(1, 5),
+                     k_total=g * rng.randint(1, 5), hi=hi, wi=wi, y=y, x=x, stride=stride,
+                     dilation=dil, pad=tuple(rng.randint(0, 2) for _ in range(4)),
+                     layouts=rng.choice(list(LAYOUTS.values())))
+    perf = "split=3" if direction == "bwd_weight" and seed % 2 else None
+    out, ref = _run(p, bool(seed % 2), perf, seed=seed + 7)
+    _check(p, out, ref)
+
+
+def test_depthwise_stride_larger_than_filter():
+    p = make_problem(direction="bwd_data", dtype=elem_type("f32"), n=2, g=5, c_total=5, k_total=5,
+                     hi=11, wi=7, y=1, x=2, stride=(3, 4), pad=(0, 0, 1, 0),
+                     layouts=LAYOUTS["nhwc"])
+    out, ref = _run(p, True)
+    _check(p, out, ref)
+    # pixels no tap reaches get an exact zero gradient, not garbage
+    assert (ref == 0).any()
+
+
+def test_bwd_weight_split_is_deterministic():
+    p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), n=3, g=1, c_total=4,
+                     k_total=8, hi=9, wi=9, y=3, x=3, pad=(1, 1, 1, 1))
+    first, _ = _run(p, True, "split=4")
+    again, _ = _run(p, True, "split=4")
+    assert torch.equal(first, again)
