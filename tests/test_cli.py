@@ -1,0 +1,372 @@
+"""Flag spellings -> RunConfig, and one-line errors for bad input (convgen/cli.py)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from convgen import cli
+from convgen.cli import DEFAULT_PROBLEM, parse
+from convgen.errors import ConvgenError
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+
+SIZES = "-batchsize 2 -in_channels 4 -out_channels 6 -in_h 9 -in_w 8 -fil_h 3 -fil_w 3".split()
+
+# DESIGN.md section 2, with %pv, %random_data, %xdlops and %rms_threshold substituted.
+DESIGN_LINE = ("--operation conv -t f16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk "
+               "-batchsize=64 -in_channels=64 -in_h=56 -in_w=56 -out_channels=64 -fil_h=3 "
+               "-fil_w=3 --padding_h=1 --padding_w=1 -pv -rand 1 -x2 -RMS_threshold 1e-5").split()
+
+
+def sizes(**over):
+    """SIZES with some flags replaced ({"in_h": "5"}) and others added."""
+    args, i = [], 0
+    while i < len(SIZES):
+        name = SIZES[i][1:]
+        args += [SIZES[i], over.pop(name, SIZES[i + 1])]
+        i += 2
+    for name, val in over.items():
+        args += [f"-{name}", val]
+    return args
+
+
+def error(argv) -> str:
+    with pytest.raises(ConvgenError) as info:
+        parse(argv)
+    msg = str(info.value)
+    assert "\n" not in msg
+    return msg
+
+
+# ---- spellings ----------------------------------------------------------------
+
+@pytest.mark.parametrize("form", [
+    ["-in_h", "7"], ["--in_h", "7"], ["-in_h=7"], ["--in_h=7"],
+])
+def test_dash_and_equals_forms(form):
+    argv = sizes()
+    i = argv.index("-in_h")
+    argv[i:i + 2] = form
+    assert parse(argv).problem.hi == 7
+
+
+def test_design_example_line():
+    c = parse(DESIGN_LINE)
+    p = c.problem
+    assert (p.direction, p.dtype.name) == ("fwd", "f16")
+    assert (p.n, p.g, p.c, p.k, p.hi, p.wi, p.y, p.x) == (64, 1, 64, 64, 56, 56, 3, 3)
+    assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (1, 1, 1, 1)
+    assert (p.ho, p.wo) == (56, 56)
+    assert p.layouts == {"filter": "gkyxc", "input": "nhwgc", "output": "nhwgk"}
+    assert c.reference.validator == "cpu"
+    assert (c.data.mode, c.data.seed) == ("random", 1)
+    assert c.kernel.use_matrix_cores is True
+    assert c.thresholds.rms == 1e-5 and c.thresholds.abs is None
+    assert c.argv == tuple(DESIGN_LINE)
+
+
+def test_defaults_without_optional_flags():
+    c = parse(sizes())
+    p = c.problem
+    assert (p.direction, p.dtype.name, p.g) == ("fwd", "f32", 1)
+    assert (p.stride_h, p.stride_w, p.dil_h, p.dil_w) == (1, 1, 1, 1)
+    assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (0, 0, 0, 0)
+    assert p.layouts == {"filter": "gkcyx", "input": "ngchw", "output": "ngkhw"}
+    assert c.reference.validator is None  # neither -pv nor -pv_with_gpu: kernel only
+    assert c.kernel.use_matrix_cores is False and c.kernel.input_precision == "ieee"
+    assert c.report.print_results == "summary"
+
+
+@pytest.mark.parametrize("op,direction", [
+    ("conv2d", "fwd"), ("conv", "fwd"), ("conv2d_bwd_data", "bwd_data"),
+    ("conv_bwd_data", "bwd_data"), ("conv2d_bwd_weight", "bwd_weight"),
+    ("conv_bwd_weight", "bwd_weight"),
+])
+def test_operations(op, direction):
+    assert parse(sizes() + ["--operation", op]).problem.direction == direction
+
+
+@pytest.mark.parametrize("t,name", [("f32", "f32"), ("fp32", "f32"), ("f16", "f16"),
+                                    ("fp16", "f16"), ("bf16", "bf16"), ("i8", "i8"),
+                                    ("int8", "i8")])
+def test_types(t, name):
+    assert parse(sizes() + ["-t", t]).problem.dtype.name == name
+
+
+@pytest.mark.parametrize("fil,inp,out,want", [
+    ("kcyx", "nchw", "nkhw", ("gkcyx", "ngchw", "ngkhw")),
+    ("kyxc", "nhwc", "nhwk", ("gkyxc", "nhwgc", "nhwgk")),
+    ("yxck", "chwn", "khwn", ("yxcgk", "gchwn", "gkhwn")),
+    ("gkcyx", "ngchw", "ngkhw", ("gkcyx", "ngchw", "ngkhw")),
+    ("gkyxc", "nhwgc", "nhwgk", ("gkyxc", "nhwgc", "nhwgk")),
+    ("KYXC", "NHWC", "NHWK", ("gkyxc", "nhwgc", "nhwgk")),
+])
+def test_layouts_with_and_without_g(fil, inp, out, want):
+    p = parse(sizes(groupsize="2") + [f"-fil_layout={fil}", "-in_layout", inp,
+                                      f"--out_layout={out}"]).problem
+    assert (p.layouts["filter"], p.layouts["input"], p.layouts["output"]) == want
+    assert (p.g, p.c, p.k) == (2, 2, 3)
+
+
+def test_group_spellings():
+    assert parse(sizes(g="2")).problem.g == 2
+    assert parse(sizes(groupsize="2")).problem.g == 2
+
+
+def test_geometry_flags():
+    p = parse(sizes(in_h="20", in_w="21") + "-conv_stride_h 2 -conv_stride_w 3 "
+              "-dilation_h 2 -dilation_w 1 -padding_h 1 -padding_w 2".split()).problem
+    assert (p.stride_h, p.stride_w, p.dil_h, p.dil_w) == (2, 3, 2, 1)
+    assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (1, 1, 2, 2)
+    assert (p.ho, p.wo) == ((20 + 2 - 4 - 1) // 2 + 1, (21 + 4 - 2 - 1) // 3 + 1)
+
+
+def test_asymmetric_padding_overrides_symmetric_side():
+    p = parse(sizes() + "-padding_h 2 -padding_h_l 1 -padding_w_l 3 -padding_w_r 0".split()).problem
+    assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (1, 2, 3, 0)
+    assert p.ho == 9 + 1 + 2 - 3 + 1 and p.wo == 8 + 3 + 0 - 3 + 1
+
+
+def test_out_h_out_w_checked():
+    c = parse(sizes() + ["-out_h", "7", "-out_w=6"])
+    assert (c.problem.ho, c.problem.wo) == (7, 6)
+    msg = error(sizes() + ["-out_h", "8"])
+    assert "-out_h 8" in msg and "7" in msg
+
+
+def test_p_default_problem_and_overrides():
+    p = parse(["-p"]).problem
+    d = DEFAULT_PROBLEM
+    assert (p.n, p.g, p.c, p.k, p.hi, p.wi, p.y, p.x) == (
+        d["n"], d["g"], d["c"], d["k"], d["hi"], d["wi"], d["y"], d["x"])
+    assert (p.n, p.c, p.k, p.hi, p.wi, p.y, p.x) == (128, 8, 128, 32, 32, 3, 3)
+    assert (p.dtype.name, p.direction, p.ho) == ("f32", "fwd", 30)
+    assert p.layouts == {"filter": "gkcyx", "input": "ngchw", "output": "ngkhw"}
+    # The fp16 study's line: -p with layouts and a type; explicit flags win over -p.
+    q = parse("-fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -p -t f16 -batchsize 4 "
+              "--rand_type float -RMS 1e-5 -maxRelDiff 1e-3".split())
+    assert (q.problem.n, q.problem.c, q.problem.dtype.name) == (4, 8, "f16")
+    assert q.data.rand_type == "float" and q.thresholds.rel == 1e-3
+    assert parse(["-p=true"]).problem.n == 128
+    assert parse(["-p", "1"]).problem.n == 128
+
+
+def test_p_false_needs_sizes():
+    assert parse(sizes() + ["-p=false"]).problem.n == 2
+    assert error(["-p=false"]).startswith("missing -batchsize, -in_channels")
+    msg = error([a for a in sizes() if a not in ("-in_channels", "4")])
+    assert msg.startswith("missing -in_channels")
+    assert "-batchsize" not in msg
+
+
+def test_data_flags():
+    c = parse(sizes() + "-rand 7 -rand_min=-3 -rand_max -1 -rand_type int -rand_side filter".split())
+    d = c.data
+    assert (d.mode, d.seed, d.lo, d.hi, d.rand_type, d.side) == ("random", 7, -3.0, -1.0, "int", "filter")
+    assert parse(sizes() + ["-rand", "fixed"]).data.mode == "fixed"
+    assert parse(sizes() + ["-rand=none"]).data.mode == "none"
+
+
+def test_rand_zero_resolves_a_seed():
+    d = parse(sizes() + ["-rand", "0"]).data
+    assert d.mode == "random" and d.seed > 0
+
+
+@pytest.mark.parametrize("flags,want", [
+    (["-x2"], True), (["-x2=0"], False), (["-x2=1"], True), (["-x2", "1"], True),
+    (["-x2", "0"], False), (["--x2", "1"], True), (["-x2=off"], False), (["-x2=true"], True),
+    (["-mfma", "on"], True), (["-mfma=off"], False), (["-x2", "-mfma", "off"], False),
+    ([], False),
+])
+def test_matrix_core_switches(flags, want):
+    assert parse(sizes() + flags).kernel.use_matrix_cores is want
+
+
+def test_x2_followed_by_a_flag_is_bare():
+    c = parse(["-x2", "-pv"] + sizes())
+    assert c.kernel.use_matrix_cores and c.reference.validator == "cpu"
+
+
+def test_kernel_reference_threshold_report_flags():
+    c = parse(sizes() + ["-perf_config", "v2:16,32,4,16,16,4,1,1,1", "-input_precision", "tf32",
+                         "-flush_subnormals", "-pv_with_gpu", "-ref_accumulate", "4",
+                         "-ref_flush_subnormals=1", "-absDiff_threshold", "auto",
+                         "-relDiff_threshold=0.5", "-maxAbsDiff", "1000",
+                         "-print-verify-results", "always", "--dump", "/tmp/d",
+                         "--json=/tmp/r.json"])
+    k, r, t, rep = c.kernel, c.reference, c.thresholds, c.report
+    assert k.perf_config == "v2:16,32,4,16,16,4,1,1,1"
+    assert k.input_precision == "tf32" and k.flush_subnormals
+    assert (r.validator, r.accumulate, r.flush_subnormals) == ("gpu", 4, True)
+    assert (t.rms, t.abs, t.rel) == (None, 1000.0, 0.5)  # -maxAbsDiff came last
+    assert (rep.print_results, rep.dump_dir, rep.json_path) == ("always", "/tmp/d", "/tmp/r.json")
+    assert parse(sizes() + ["-print_verify_results=failure"]).report.print_results == "failure"
+
+
+def test_last_validator_wins():
+    assert parse(sizes() + ["-pv_with_gpu", "-pv"]).reference.validator == "cpu"
+    assert parse(sizes() + ["-pv", "-pv_with_gpu"]).reference.validator == "gpu"
+    assert parse(sizes() + ["-pv", "-pv=false"]).reference.validator is None
+
+
+def test_repeated_flag_last_wins():
+    assert parse(sizes() + ["-in_h", "5", "-in_h=6"]).problem.hi == 6
+
+
+def test_ignored_rocmlir_flags():
+    c = parse(sizes() + "-arch gfx90a --arch=gfx942 -num_cu 120 -kernel_name k -c -ph "
+              "-fut conv --in_type f16 --fil_type f16 --out_type f16 -t f16".split())
+    assert c.problem.dtype.name == "f16"
+    c = parse(sizes() + "-t i8 --in_type i8 --fil_type i8 --out_type i32".split())
+    assert c.problem.dtype.name == "i8"
+    # Without -t, --in_type gives the type.
+    assert parse(sizes() + ["--in_type", "bf16"]).problem.dtype.name == "bf16"
+    assert "disagrees" in error(sizes() + "-t f16 --out_type f32".split())
+    assert "disagrees" in error(sizes() + "-t f32 --in_type f16".split())
+
+
+# ---- MIOpenDriver lines -----------------------------------------------------------
+
+MIOPEN = "-n 2 -c 4 -H 9 -W 8 -k 6 -y 3 -x 3 -p 1 -q 0 -u 2 -v 1 -l 1 -j 2 -g 2".split()
+
+
+@pytest.mark.parametrize("forw,direction", [("1", "fwd"), ("2", "bwd_data"), ("4", "bwd_weight"),
+                                            ("0", "fwd"), (None, "fwd")])
+def test_miopen_directions(forw, direction):
+    argv = ["conv"] + MIOPEN + ([] if forw is None else ["-F", forw])
+    c = parse(argv)
+    p = c.problem
+    assert p.direction == direction and p.dtype.name == "f32"
+    assert (p.n, p.g, p.c, p.k, p.hi, p.wi, p.y, p.x) == (2, 2, 2, 3, 9, 8, 3, 3)
+    assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (1, 1, 0, 0)
+    assert (p.stride_h, p.stride_w, p.dil_h, p.dil_w) == (2, 1, 1, 2)
+    assert p.layouts == {"filter": "gkcyx", "input": "ngchw", "output": "ngkhw"}
+    assert c.reference.validator == "cpu"
+    assert c.argv[0] == "conv"
+
+
+@pytest.mark.parametrize("cmd,name", [("convfp16", "f16"), ("convbfp16", "bf16"),
+                                      ("convint8", "i8")])
+def test_miopen_types(cmd, name):
+    assert parse([cmd] + MIOPEN + ["-F", "1"]).problem.dtype.name == name
+
+
+def test_miopen_layouts_and_own_flags():
+    c = parse(["convfp16"] + MIOPEN + "-F 4 -f NHWC -I NHWC -O NHWC -t 1 -V 0 -i 10 -s 0 "
+              "-rand 3 -RMS_threshold 1e-5 -pv_with_gpu -x2 --print-verify-results=off".split())
+    p = c.problem
+    assert p.layouts == {"filter": "gkyxc", "input": "nhwgc", "output": "nhwgk"}
+    assert c.data.seed == 3 and c.thresholds.rms == 1e-5
+    assert c.reference.validator == "gpu" and c.kernel.use_matrix_cores
+    assert c.report.print_results == "off"
+    # Long MIOpen names, and MIOpen's defaults for sizes left out.
+    q = parse("conv --forw 2 --batchsize 3 --in_layout NHWC".split()).problem
+    assert (q.direction, q.n, q.c, q.k, q.hi, q.y) == ("bwd_data", 3, 3, 32, 32, 3)
+    assert q.layouts["input"] == "nhwgc" and q.layouts["filter"] == "gkcyx"
+
+
+def test_miopen_refuses_what_it_cannot_do():
+    assert "transposed" in error(["conv"] + MIOPEN + ["-m", "trans"])
+    assert "-F" in error(["conv"] + MIOPEN + ["-F", "3"])
+    assert "-I" in error(["conv"] + MIOPEN + ["-I", "NCQW"])
+    assert "'0' for -c" in error(["conv", "-c", "0"])
+    assert "'-p' is missing its value" in error(["conv", "-p"])  # -p is padding here
+
+
+# ---- errors: one line naming the problem --------------------------------------------
+
+BAD = {
+    "unknown flag": (sizes() + ["-foo", "1"], "unknown flag '-foo'"),
+    "unknown double-dash flag": (sizes() + ["--foo=1"], "unknown flag '--foo'"),
+    "missing value at end": (sizes() + ["-in_h"], "'-in_h' is missing its value"),
+    "missing value before a flag": (["-in_h", "-fil_h", "3"] + sizes()[6:],
+                                    "'-in_h' is missing its value"),
+    "non-integer size": (sizes(in_channels="abc"), "'abc' for -in_channels"),
+    "fractional size": (sizes(in_w="1.5"), "'1.5' for -in_w"),
+    "unknown layout letter": (sizes() + ["-fil_layout", "kcyq"], "unknown letter 'q'"),
+    "repeated layout letter": (sizes() + ["-in_layout=nchh"], "repeats letter 'h'"),
+    "channels not divisible": (sizes(g="4"), "not divisible by group count 4"),
+    "non-positive size": (sizes() + ["-batchsize=0"], "'0' for -batchsize"),
+    "negative padding": (sizes() + ["-padding_h", "-1"], "'-1' for -padding_h"),
+    "empty output": (sizes(fil_h="12"), "empty output"),
+    "i8 with bwd": (sizes() + ["-t", "i8", "--operation", "conv2d_bwd_data"],
+                    "forward convolution only"),
+    "rand_min > rand_max": (sizes() + ["-rand_min", "3", "-rand_max=1"],
+                            "-rand_min 3 is larger than -rand_max 1"),
+    "bad -F": (["conv"] + MIOPEN + ["-F", "8"], "'8' for -F"),
+    "unknown type": (sizes() + ["-t", "f64"], "'f64' for -t"),
+    "bad operation": (sizes() + ["--operation", "gemm"], "'gemm' for --operation"),
+    "bad threshold": (sizes() + ["-RMS_threshold", "-1"], "for -RMS_threshold"),
+    "bad rand": (sizes() + ["-rand", "-2"], "for -rand"),
+    "bad rand_side": (sizes() + ["-rand_side", "output"], "not an input of fwd"),
+    "bad boolean": (sizes() + ["-x2=maybe"], "'maybe' for -x2"),
+    "bad mfma": (sizes() + ["-mfma", "maybe"], "'maybe' for -mfma"),
+    "stray word": (sizes() + ["extra"], "unexpected argument 'extra'"),
+    "zero ref_accumulate": (sizes() + ["-ref_accumulate", "0"], "for -ref_accumulate"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input(case):
+    argv, want = BAD[case]
+    assert want in error(argv)
+
+
+def test_main_returns_2_without_running(capsys, monkeypatch):
+    import convgen.driver as driver
+    monkeypatch.setattr(driver, "run", lambda config: pytest.fail("driver ran"))
+    assert cli.main(sizes() + ["-foo"]) == 2
+    err = capsys.readouterr().err
+    assert err == "convgen: error: unknown flag '-foo'\n"
+
+
+def test_main_catches_driver_errors_and_interrupts(capsys, monkeypatch):
+    import convgen.driver as driver
+
+    def boom(config):
+        raise ConvgenError("no device\nsecond line")
+    monkeypatch.setattr(driver, "run", boom)
+    assert cli.main(sizes()) == 2
+    assert capsys.readouterr().err == "convgen: error: no device second line\n"
+
+    def interrupt(config):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(driver, "run", interrupt)
+    assert cli.main(sizes()) == 130
+
+    seen = []
+    monkeypatch.setattr(driver, "run", lambda config: seen.append(config) or 0)
+    assert cli.main(sizes()) == 0 and seen[0].problem.hi == 9
+
+
+def test_help(capsys):
+    assert cli.main(["--help"]) == 0
+    assert "-in_channels" in capsys.readouterr().out
+
+
+SUBPROCESS_CASES = ["unknown flag", "non-integer size", "bad -F"]
+
+
+@pytest.fixture(scope="module")
+def subprocess_results():
+    """`python -m convgen` on each case, all started at once (each imports torch: ~2 s)."""
+    env = dict(os.environ, PYTHONPATH=TOOLS)
+    procs = {case: subprocess.Popen([sys.executable, "-m", "convgen", *BAD[case][0]], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for case in SUBPROCESS_CASES}
+    results = {}
+    for case, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        results[case] = (proc.returncode, out, err)
+    return results
+
+
+@pytest.mark.parametrize("case", SUBPROCESS_CASES)
+def test_python_m_convgen_errors(case, subprocess_results):
+    rc, out, err = subprocess_results[case]
+    assert rc == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("convgen: error:"), err
+    assert BAD[case][1] in lines[0]
+    assert "Traceback" not in err and out == ""
