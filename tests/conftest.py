@@ -9,4 +9,7 @@ try:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 except ImportError:  # pragma: no cover
     pass
-sys.path.insert(0, os.path.dirname(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+# Importable without `pip install -e .` too.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))

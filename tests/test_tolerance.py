@@ -1,0 +1,85 @@
+"""Automatic and default thresholds: the formulas, the integer rule, and the documented table."""
+import math
+import re
+
+import pytest
+import torch
+
+from convgen import tolerance
+from convgen.errors import ConvgenError
+from convgen.options import Thresholds
+from convgen.tolerance import LAMBDA, Accumulation, resolve
+
+F32_ACC = 2.0 ** -24
+
+
+def test_f16_auto_formulas():
+    acc = Accumulation(n=576, u_comp=0.0, u_acc=F32_ACC)
+    r = resolve(Thresholds(), torch.float16, acc, ref_max_abs=10.0)
+    gamma = LAMBDA * math.sqrt(576) * 2 * F32_ACC
+    assert gamma == pytest.approx(1.1444e-5, rel=1e-4)
+    assert r.rms == 2 * 2.0 ** -11 + gamma
+    assert r.abs == (2 * 2.0 ** -11 + gamma) * 10.0 + 2.0 ** -24
+    assert r.rel == 2.0 ** -10
+    assert r.rel_auto == (2.0 ** -10, gamma * 10.0 + 2.0 ** -24)
+    assert r.how == ("default", "default", "default")
+
+
+def test_f32_auto_includes_product_rounding():
+    acc = Accumulation(n=4608, u_comp=2.0 ** -24, u_acc=F32_ACC)
+    r = resolve(Thresholds("auto", "auto", "auto"), torch.float32, acc, ref_max_abs=1.0)
+    gamma = LAMBDA * math.sqrt(4608) * 2 * F32_ACC
+    assert r.rms == pytest.approx(2.0 ** -23 + 2.0 ** -24 + gamma, rel=1e-15)
+    assert r.rel_auto[0] == 2.0 ** -23 + 2.0 ** -24
+    assert r.rel_auto[1] == pytest.approx(gamma + 2.0 ** -149, rel=1e-15)
+    assert r.how == ("auto", "auto", "auto")
+
+
+def test_given_numbers_stay():
+    r = resolve(Thresholds(1e-5, 0.5, 1e-3), torch.bfloat16, None, ref_max_abs=3.0)
+    assert (r.rms, r.abs, r.rel, r.rel_auto) == (1e-5, 0.5, 1e-3, None)
+    assert r.how == ("given", "given", "given")
+    assert resolve(Thresholds("2e-3"), torch.float16, None, 1.0).rms == 2e-3
+
+
+def test_no_accumulation_means_one_term():
+    r = resolve(Thresholds(), torch.float16, None, ref_max_abs=1.0)
+    gamma = LAMBDA * 1.0 * 2 * F32_ACC
+    assert r.rms == 2.0 ** -10 + gamma
+
+
+def test_integer_outputs_are_exact():
+    acc = Accumulation(n=4608, u_comp=0.0, u_acc=0.0)
+    for th in (Thresholds(), Thresholds("auto", "auto", "auto")):
+        r = resolve(th, torch.int32, acc, ref_max_abs=1000.0)
+        assert (r.rms, r.abs, r.rel, r.rel_auto) == (0.0, 0.0, 0.0, (0.0, 0.0))
+    assert resolve(Thresholds(rms=1e-3), torch.int32, acc, 5.0).rms == 1e-3
+
+
+@pytest.mark.parametrize("bad", [-1.0, "fast", float("nan")])
+def test_bad_threshold(bad):
+    with pytest.raises(ConvgenError):
+        resolve(Thresholds(rms=bad), torch.float32, None, 1.0)
+
+
+def test_spacing():
+    f16 = tolerance.out_type(torch.float16)
+    assert f16.spacing(1.0) == 2.0 ** -10
+    assert f16.spacing(1.0 - 2.0 ** -11) == 2.0 ** -11
+    assert f16.spacing(2048.0) == 2.0
+    assert f16.spacing(2.0 ** -20) == f16.spacing(0.0) == 2.0 ** -24
+    assert tolerance.out_type(torch.bfloat16).spacing(1.0) == 2.0 ** -7
+    assert tolerance.out_type(torch.int32).spacing(12345.0) == 1.0
+
+
+def test_documented_table_matches_the_formulas():
+    rows = re.findall(r"^\| (f32|f16|bf16) +\| (\d+) +\| ([\d.e-]+) +\| ([\d.e-]+) \* M \+ ([\d.e-]+) +"
+                      r"\| ([\d.e-]+) +\| ([\d.e-]+) \* M", tolerance.__doc__, re.M)
+    assert len(rows) == 6
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    for name, n, rms, abs_k, dmin, rtol, atol_k in rows:
+        u_comp = 2.0 ** -24 if name == "f32" else 0.0
+        t = tolerance.terms(dtypes[name], Accumulation(int(n), u_comp, F32_ACC))
+        for doc, value in ((rms, t.rms), (abs_k, t.rms), (dmin, t.denorm_min), (rtol, t.rtol),
+                           (atol_k, t.gamma)):
+            assert float(doc) == pytest.approx(value, rel=1e-3), (name, n)

@@ -1,0 +1,337 @@
+"""The verifier: metrics and histograms on hand-computed arrays, the non-finite rules,
+ULP spacing, the Triton pass against the torch pass, and the report's output."""
+import math
+import re
+
+import pytest
+import torch
+
+from convgen import report, verify
+from convgen.options import Thresholds
+
+F16 = torch.float16
+AUTO = Thresholds()
+# The Triton pass: compiled on a GPU, else in the interpreter (conftest sets TRITON_INTERPRET).
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _run(ref, kern, dtype=F16, th=AUTO, **kw):
+    kern_t = torch.tensor(kern, dtype=torch.float64).to(dtype) if not isinstance(kern, torch.Tensor) \
+        else kern
+    ref_t = torch.tensor(ref, dtype=torch.float64) if not isinstance(ref, torch.Tensor) else ref
+    return verify.verify(kern_t, ref_t, dtype, th, **kw)
+
+
+# e0 equal; e1 1 ULP at 2; e2 2 ULPs at -4; e3 |val| < 1e-3, rel 0.5, 512 ULPs;
+# e4 val 0, kern the smallest fp16 subnormal; e5 0.25 off at 8 (32 ULPs of 2^-7).
+HAND_REF = [1.0, 2.0, -4.0, 2.0 ** -11, 0.0, 8.0]
+HAND_KERN = [1.0, 2.0 + 2.0 ** -9, -4.0 - 2.0 ** -7, 3 * 2.0 ** -12, 2.0 ** -24, 8.25]
+
+
+def test_hand_computed_metrics():
+    r = _run(HAND_REF, HAND_KERN)
+    sq = 2.0 ** -18 + 2.0 ** -14 + 2.0 ** -24 + 2.0 ** -48 + 2.0 ** -4
+    assert r.metrics["rms"] == pytest.approx(math.sqrt(sq) / (math.sqrt(6) * 8.25), rel=1e-15)
+    assert r.metrics["max_abs_diff"] == 0.25
+    assert r.metrics["max_rel_diff"] == 0.5
+    assert r.metrics["max_rel_diff_old"] == 0.25 / 8
+    assert r.metrics["max_epsilon_diff"] == 512.0
+    assert (r.n, r.exact_count, r.nan_count, r.inf_count) == (6, 1, 0, 0)
+    assert r.ref_max_abs == 8.0 and r.kern_max_abs == 8.25
+
+
+def test_hand_computed_histograms():
+    r = _run(HAND_REF, HAND_KERN)
+    rel, eps = r.histograms["relDiff_old"], r.histograms["epsilonDiff"]
+    assert rel.labels == ("0", "(0,1e-6)", "[1e-6,1e-5)", "[1e-5,1e-4)", "[1e-4,1e-3)",
+                          "[1e-3,1e-2)", "[1e-2,0.1)", "[0.1,1)", ">=1")
+    # rel_old: e0 0, e1 2^-10 < 1e-3, e2 2^-9, e5 2^-5; e3 and e4 have |val| <= 1e-3
+    assert rel.counts == (1, 0, 0, 0, 1, 1, 1, 0, 0) and rel.excluded == 2
+    assert eps.labels == ("0", "1", "2", "[3,10]", "[11,100]", ">100")
+    assert eps.counts == (1, 2, 1, 0, 1, 1) and eps.excluded == 0
+    assert rel.percent(1) == pytest.approx(100 / 6)
+
+
+def test_hand_computed_worst_elements():
+    ref = torch.tensor(HAND_REF, dtype=torch.float64).reshape(1, 1, 2, 3, 1)
+    kern = torch.tensor(HAND_KERN, dtype=torch.float64).to(F16).reshape(1, 1, 2, 3, 1)
+    r = verify.verify(kern, ref, F16, AUTO)
+    w = r.worst
+    assert (w["max_abs_diff"].val, w["max_abs_diff"].kern) == (8.0, 8.25)
+    assert w["max_abs_diff"].index == {"n": 0, "g": 0, "k": 1, "h": 2, "w": 0}
+    assert w["max_rel_diff"].index == {"n": 0, "g": 0, "k": 1, "h": 0, "w": 0}
+    assert w["max_rel_diff"].val == 2.0 ** -11
+    assert w["max_rel_diff_old"].index == w["max_abs_diff"].index
+    assert w["max_epsilon_diff"].value == 512.0 and w["max_epsilon_diff"].index["h"] == 0
+
+
+def test_bucket_edges_of_epsilon_diff():
+    # Below 1 the fp16 step is 2^-11, so kern = 1 - j*2^-11 is j/2 ULPs of val = 1.
+    ref = [1.0] * 4
+    kern = [1.0 - 2.0 ** -11, 1.0 - 3 * 2.0 ** -11, 1.0 - 5 * 2.0 ** -11, 1.0 - 21 * 2.0 ** -11]
+    r = _run(ref, kern)
+    assert r.histograms["epsilonDiff"].counts == (0, 1, 1, 1, 1, 0)  # 0.5, 1.5, 2.5, 10.5
+
+
+def test_bucket_edges_of_rel_diff():
+    r = _run([1.0, 2.0, 4.0], [2.0, 1.0, 4.0])  # rel 1, 0.5, 0
+    assert r.histograms["relDiff_old"].counts == (1, 0, 0, 0, 0, 0, 0, 1, 1)
+
+
+@pytest.mark.parametrize("dtype,val,kern,ulps", [
+    (F16, 1.0, 1.0 + 2.0 ** -10, 1),                     # eps(1) = 2^-10
+    (F16, 1.0 - 2.0 ** -11, 1.0, 1),                     # just below 1: 2^-11
+    (F16, 1.0 - 2.0 ** -11, 1.0 - 2.0 ** -9, 3),
+    (F16, 2048.0, 2050.0, 1),                            # eps(2048) = 2
+    (F16, 2.0 ** -20, 2.0 ** -20 + 2.0 ** -24, 1),       # subnormal: 2^-24
+    (F16, 2.0 ** -14, 2.0 ** -14 + 2.0 ** -24, 1),       # smallest normal: still 2^-24
+    (F16, 2.0 ** -13, 2.0 ** -13 + 2.0 ** -23, 1),
+    (F16, 0.0, 3 * 2.0 ** -24, 3),
+    (torch.bfloat16, 1.0, 1.0 + 2.0 ** -7, 1),
+    (torch.float32, 1.0, 1.0 + 2.0 ** -23, 1),
+    (torch.float32, 2.0 ** -130, 2.0 ** -130 + 2.0 ** -149, 1),
+    (torch.int32, 100.0, 103.0, 3),
+])
+def test_epsilon_diff(dtype, val, kern, ulps):
+    r = _run([val], [kern], dtype)
+    assert r.metrics["max_epsilon_diff"] == ulps
+
+
+def test_subnormals_compare_like_other_values():
+    ref = [2.0 ** -24 * i for i in range(1, 9)]          # all fp16 subnormals
+    kern = [0.0] * 4 + ref[4:]                             # the first half flushed to zero
+    r = _run(ref, kern)
+    assert r.metrics["max_rel_diff"] == 1.0
+    assert r.metrics["max_epsilon_diff"] == 4.0
+    assert r.histograms["relDiff_old"].excluded == 8
+    assert r.metrics["max_abs_diff"] == 4 * 2.0 ** -24
+
+
+def test_nan_fails_every_bit():
+    kern = torch.tensor([1.0, float("nan"), 3.0, float("nan")], dtype=F16).reshape(2, 2)
+    r = verify.verify(kern, torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64).reshape(2, 2),
+                      F16, Thresholds(1e9, 1e9, 1e9), dim_names="hw")
+    assert r.bits == (0, 0, 0) and r.nan_count == 2 and r.nonfinite
+    assert "2 NaN" in r.messages[0] and "unwritten or computed" in r.messages[0]
+    assert "h=0 w=1" in r.messages[0]
+    assert r.metrics["max_abs_diff"] == 0.0  # the other elements still compared
+
+
+def test_unwritten_output_fails():
+    ref = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+    out = torch.full((3, 4), float("nan"), dtype=F16)     # the caller's poison
+    out[:2] = ref[:2].to(F16)                              # the kernel forgot the last row
+    r = verify.verify(out, ref, F16, AUTO)
+    assert r.bits == (0, 0, 0) and r.nan_count == 4
+    assert "unwritten" in r.messages[0]
+
+
+@pytest.mark.parametrize("ref,kern", [
+    ([1.0, 2.0], [1.0, float("inf")]),                # kernel overflowed
+    ([1.0, float("inf")], [1.0, float("-inf")]),      # wrong sign
+    ([1.0, float("inf")], [1.0, 2.0]),                # reference overflowed, kernel did not
+])
+def test_mismatched_infinity_fails(ref, kern):
+    r = _run(ref, kern)
+    assert r.bits == (0, 0, 0) and r.bad_inf_count == 1 and "infinities" in r.messages[0]
+
+
+def test_equal_infinities_are_equal():
+    r = _run([1.0, float("inf"), -2.0], [1.0, float("inf"), -2.0])
+    assert r.bits == (1, 1, 1) and r.exact_count == 3 and r.inf_count == 1
+    assert r.ref_max_abs == 2.0
+
+
+def test_all_zero_kernel_fails():
+    r = _run([1.0, -2.0, 3.0], [0.0, 0.0, 0.0], th=Thresholds(1e9, 1e9, 1e9))
+    assert r.bits == (0, 0, 0) and "all zeros" in r.messages[0]
+
+
+def test_all_zero_reference_warns():
+    r = _run([0.0, 0.0], [0.0, 0.0])
+    assert r.bits == (1, 1, 1)
+    assert r.warnings == ["the reference is all zeros: this test checks nothing"]
+    r = _run([0.0, 0.0], [0.0, 1.0])
+    assert r.bits[1] == 0 and r.warnings
+
+
+def test_bits_against_given_thresholds():
+    r = _run([1.0, 2.0], [1.0, 2.0 + 2.0 ** -9], th=Thresholds(1e-5, 1e-2, 1e-4))
+    # rms = 2^-9 / (sqrt(2) * 2.001953) = 6.9e-4; maxAbs 1.95e-3; maxRel 9.8e-4
+    assert r.bits == (0, 1, 0)
+    assert any(m.startswith("RMS bit 0") for m in r.messages)
+    assert any(m.startswith("rel bit 0") for m in r.messages)
+
+
+def test_auto_rel_check_scales_the_floor():
+    # Cancellation: 5e-4 is far from 0 in relative terms, yet within gamma*max|val|.
+    acc = verify.tolerance.Accumulation(n=4608, u_comp=0.0, u_acc=2.0 ** -24)
+    ref = [100.0, 2.0 ** -11]
+    kern = [100.0, 2.0 ** -11 + 2.0 ** -13]   # d = 1.2e-4 < gamma*100 = 3.2e-3
+    r = _run(ref, kern, accum=acc)
+    assert r.metrics["max_rel_diff"] == 0.25 and r.bits == (1, 1, 1)
+    r = _run(ref, kern, th=Thresholds(rel=1e-3), accum=acc)
+    assert r.bits == (1, 1, 0)
+    assert "near zero" in r.messages[0] and "likely rounding" in r.messages[0]
+    r = _run([100.0, 1.0], [100.0, 1.0 + 2.0 ** -3], accum=acc)
+    assert r.bits[2] == 0 and r.messages[-1].startswith("rel bit 0 (auto)")
+
+
+def test_int32_exact_and_poison():
+    ref = torch.tensor([[1.0, -7.0], [30.0, 0.0]], dtype=torch.float64)
+    kern = ref.to(torch.int32)
+    assert verify.verify(kern, ref, torch.int32, AUTO).bits == (1, 1, 1)
+    kern[1, 1] = -2 ** 31
+    r = verify.verify(kern, ref, torch.int32, AUTO)
+    assert r.bits == (0, 0, 0) and r.int_min_count == 1
+    assert "poison" in r.messages[0]
+
+
+def test_strided_views_and_chunks_agree():
+    torch.manual_seed(1)
+    phys = torch.randn(2, 5, 6, 3, 4, dtype=torch.float64)   # n h w g k in memory
+    ref = phys.permute(0, 3, 4, 1, 2).to(F16).to(torch.float64)
+    kern = (phys + 1e-3 * torch.randn_like(phys)).to(F16).permute(0, 3, 4, 1, 2)
+    kern[1, 2, 3, 4, 5] = kern[0, 0, 0, 0, 0] = 100.0        # a tie: the first one is the worst
+    base = verify.verify(kern.contiguous(), ref.contiguous(), F16, AUTO).to_json()
+    assert base["worst"]["max_abs_diff"]["at"] == {"n": 0, "g": 0, "k": 0, "h": 0, "w": 0}
+    for chunk in (7, 20, 97, 10 ** 6):
+        j = verify.verify(kern, ref, F16, AUTO, chunk=chunk).to_json()
+        assert j["rms"] == pytest.approx(base["rms"], rel=1e-12)
+        assert _without_rms(j) == _without_rms(base)
+
+
+def test_kernel_columns_match_the_cpu_pass():
+    from convgen.kernels import verify_stats
+    assert set(verify_stats.COLUMNS) == set(verify._MAX_KEYS + verify._SUM_KEYS)
+
+
+def _random_case(dtype, seed, n=3000):
+    """Strided 5-D views (physical order n h w g k), some zeros in the reference, and ties."""
+    g = torch.Generator().manual_seed(seed)
+    phys = torch.randn(3, 5, n // 60, 1, 4, generator=g, dtype=torch.float64) * 3
+    ref = phys.permute(0, 3, 4, 1, 2)
+    err = torch.randn(ref.shape, generator=g, dtype=torch.float64) * 1e-3
+    ref[..., ::7] = 0.0
+    if dtype == torch.int32:
+        ref = (ref * 10).round()
+        err = (err > 1e-3).to(torch.float64)
+    kern = (ref + err).to(dtype)
+    ref = ref.to(dtype).to(torch.float64)
+    kern[0, 0, 1, 2, 3] = kern[2, 0, 3, 4, 1]                 # a repeated value: ties
+    return kern, ref
+
+
+def _without_rms(j):
+    return {k: v for k, v in j.items() if k != "rms"}
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Counts Triton launches, so that a test cannot pass on the torch path by mistake."""
+    from convgen.kernels import verify_stats
+    calls = []
+    real = verify_stats.device_partials
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+    monkeypatch.setattr(verify_stats, "device_partials", counted)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [F16, torch.bfloat16, torch.float32, torch.int32])
+def test_device_pass_matches_cpu_pass(dtype, launches):
+    kern, ref = _random_case(dtype, seed=7)
+    if dtype.is_floating_point:
+        kern[1, 0, 2, 2, 7] = float("nan")
+        kern[2, 0, 0, 1, 9] = float("inf")
+        ref[2, 0, 3, 3, 3] = kern[2, 0, 3, 3, 3] = float("-inf")
+    acc = verify.tolerance.Accumulation(64, 0.0, 2.0 ** -24)
+    cpu = verify.verify(kern, ref, dtype, AUTO, acc, device_path=False).to_json()
+    dev = verify.verify(kern.to(DEV), ref.to(DEV), dtype, AUTO, acc, device_path=True).to_json()
+    assert launches == [1]
+    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    assert _without_rms(dev) == _without_rms(cpu)
+
+
+def test_device_pass_finds_the_worst_elements(launches):
+    kern, ref = _random_case(F16, seed=3)
+    kern[2, 0, 3, 4, 40] = 50.0                              # in the last, partial block
+    th = Thresholds(rel=1e-3)
+    cpu = verify.verify(kern, ref, F16, th, device_path=False).to_json()
+    dev = verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True).to_json()
+    assert launches == [1]
+    assert dev["worst"]["max_abs_diff"]["at"] == {"n": 2, "g": 0, "k": 3, "h": 4, "w": 40}
+    assert _without_rms(dev) == _without_rms(cpu)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (too slow in the interpreter)")
+def test_device_pass_on_many_blocks():
+    g = torch.Generator().manual_seed(11)
+    phys = torch.randn(4, 30, 30, 1, 300, generator=g, dtype=torch.float64)
+    ref = phys.permute(0, 3, 4, 1, 2).to(F16).to(torch.float64)
+    kern = (phys * (1 + 1e-3 * torch.randn(phys.shape, generator=g, dtype=torch.float64)))
+    kern = kern.to(F16).permute(0, 3, 4, 1, 2)
+    kern[3, 0, 299, 29, 29] = float("nan")
+    acc = verify.tolerance.Accumulation(576, 0.0, 2.0 ** -24)
+    cpu = verify.verify(kern, ref, F16, AUTO, acc).to_json()
+    dev = verify.verify(kern.cuda(), ref.cuda(), F16, AUTO, acc).to_json()
+    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    assert _without_rms(dev) == _without_rms(cpu)
+
+
+# ---- report -----------------------------------------------------------------------
+
+BITS_LIKE = [re.compile(r"\[[0-9 ]*\]"), re.compile(r"\[[01] "), re.compile(r"\[[01]\]")]
+
+
+def _results():
+    yield _run(HAND_REF, HAND_KERN)
+    yield _run(HAND_REF, HAND_KERN, th=Thresholds(1e-9, 1e-9, 1e-9))
+    yield _run([1.0, 1.0], [1.0, float("nan")])
+    yield _run([0.0, 0.0], [0.0, 0.0])
+    yield _run([1.0, 2.0], [0.0, 0.0])
+    ref = torch.tensor([1.0, 0.0, 1.0, 1.0], dtype=torch.float64).reshape(1, 1, 1, 1, 4)
+    yield verify.verify(ref.to(torch.int32) + 1, ref, torch.int32, AUTO)
+    kern, ref = _random_case(F16, seed=5)
+    yield verify.verify(kern, ref, F16, Thresholds(1e-7, 1e-7, 1e-7))
+
+
+def test_report_never_looks_like_bits():
+    for r in _results():
+        for mode in report.MODES:
+            for line in report.format_report(r, mode):
+                assert line.startswith("# ")
+                for pat in BITS_LIKE:
+                    assert not pat.search(line), line
+
+
+def test_report_modes():
+    passing, failing = _run([1.0], [1.0]), _run(HAND_REF, HAND_KERN, th=Thresholds(1e-9, 1e-9, 1e-9))
+    assert len(report.format_report(passing, "summary")) == 1
+    assert "[auto: |d| <= " in report.format_report(passing, "summary")[0]
+    assert report.format_report(passing, "failure") == []
+    assert report.format_report(passing, "off") == []
+    assert len(report.format_report(passing, "always")) > 10
+    lines = report.format_report(failing, "summary")
+    assert any("relDiff_old histogram" in x for x in lines)
+    assert any("worst elements" in x for x in lines)
+    assert any(x.startswith("# convgen: abs bit 0") for x in lines)
+    assert report.format_report(failing, "off") == []
+    nan = _run([1.0], [float("nan")])
+    assert report.format_report(nan, "off") and "NaN" in report.format_report(nan, "off")[0]
+
+
+def test_bits_line():
+    assert report.bits_line((1, 0, 1)) == "[1 0 1]"
+    assert report.bits_line([True, True, True]) == "[1 1 1]"
+
+
+def test_to_json_keys():
+    j = _run(HAND_REF, HAND_KERN).to_json()
+    for key in ("rms", "max_abs_diff", "max_rel_diff", "max_rel_diff_old", "max_epsilon_diff",
+                "bits", "thresholds", "histograms", "n", "nan_count", "inf_count"):
+        assert key in j
+    assert j["bits"] in ([0, 0, 0], [1, 1, 1], [1, 1, 0], [0, 1, 1], [1, 0, 1], [0, 0, 1],
+                         [0, 1, 0], [1, 0, 0])
