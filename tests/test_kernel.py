@@ -24,10 +24,11 @@ LAYOUTS = {
 
 
 def _run(p, use_dot, perf=None, seed=1):
-    tensors = make_inputs(p, DataSpec(seed=seed), "cpu")
-    out = empty_output(p, "cpu")
+    dev = current().torch_device
+    tensors = make_inputs(p, DataSpec(seed=seed), dev)
+    out = empty_output(p, dev)
     run_conv(p, tensors, out, choose(p, current(), use_dot, perf), use_dot, current())
-    return out, torch_conv(p, tensors)
+    return out.cpu(), torch_conv(p, {k: v.cpu() for k, v in tensors.items()})
 
 
 def _check(p, out, ref):
