@@ -1,0 +1,321 @@
+# -*- Python -*-
+"""lit configuration of the conv-e2e suite.
+
+Two ways in, one file:
+
+* Source tree, no build: `lit e2e/` walks up from e2e/ and finds this file.
+  Every setting takes its documented default.
+* CMake build tree: `lit build/e2e` finds build/e2e/lit.site.cfg.py (configured
+  from lit.site.cfg.py.in). That file sets `config.e2e_*` values from the CMake
+  cache, points test_source_root at <src>/e2e and test_exec_root at build/e2e,
+  and then loads this file.
+
+Every setting can also be given on the lit command line, `--param NAME=VALUE`,
+which wins over both CMake and the defaults:
+
+  rms_threshold, abs_threshold, rel_threshold   auto | a number >= 0
+  ignore_maxabsdiff  1 -> abs threshold 1000 (unless abs_threshold is given)
+  random_seed        N (>0 a seed, 0 time-based) | fixed | none   (%random_data)
+  validation         cpu | gpu                                    (%pv)
+  xdlops             1 | 0                                        (%xdlops)
+  nightly            1 | 0                                        (feature nightly)
+  timeout            seconds per test, 0 = none (needs psutil)
+  gpu_jobs           how many tests may use the GPU at once
+  interpreter        1: run Triton's interpreter even if a GPU is present
+  convgen            the command %convgen expands to
+  filecheck          the FileCheck executable
+  python             the Python that runs `-m convgen` and the device probe
+
+A generated lit.site.cfg.py must never sit beside this file: lit prefers it and
+this file would be ignored (.gitignore lists /lit.site.cfg.py).
+"""
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import lit.formats
+import lit.util
+
+SRC_ROOT = os.path.dirname(os.path.abspath(__file__))
+E2E_DIR = os.path.join(SRC_ROOT, "e2e")
+
+DEFAULTS = {
+    "rms_threshold": "auto",
+    "abs_threshold": "auto",
+    "rel_threshold": "auto",
+    "ignore_maxabsdiff": "0",
+    "random_seed": "1",
+    "validation": "cpu",
+    "xdlops": "1",
+    "nightly": "0",
+    "timeout": "600",
+    "gpu_jobs": "1",
+    "interpreter": "0",
+    "convgen": "",
+    "filecheck": "",
+    "python": "",
+}
+IGNORED_ABS_THRESHOLD = "1000"   # E2E_IGNORE_MAXABSDIFF, as in the study's example
+
+
+def setting(name):
+    """--param NAME=... > config.e2e_NAME (set by the CMake site config) > default."""
+    value = lit_config.params.get(name)
+    if value is None:
+        value = getattr(config, "e2e_" + name, None)
+    if value is None or str(value).strip() == "":
+        value = DEFAULTS[name]
+    return str(value).strip()
+
+
+def flag(name):
+    value = setting(name)
+    try:
+        return lit.util.pythonize_bool(value)
+    except ValueError:
+        lit_config.fatal("%s=%r is not a boolean (use 1/0, ON/OFF, true/false)" % (name, value))
+
+
+def threshold(name):
+    value = setting(name)
+    if value.lower() == "auto":
+        return "auto"
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0.0:  # also rejects nan
+        lit_config.fatal("%s=%r: expected 'auto' or a number >= 0" % (name, value))
+    return value
+
+
+# --- the suite -------------------------------------------------------------
+config.name = "conv-e2e"
+config.test_format = lit.formats.ShTest(execute_external=False)  # lit 23 rejects True
+config.suffixes = [".mlir"]
+
+if config.test_source_root is None:
+    # Loaded straight from the source tree: the suite is rooted here, so
+    # `lit e2e/`, `lit e2e/foo.mlir` and `lit .` all work.
+    config.test_source_root = SRC_ROOT
+    config.test_exec_root = SRC_ROOT
+    excludes = {"build", "tests", "tools", "docs", "scripts", "shared", "benchmarks", "Output"}
+    # Any in-tree CMake build dir holds its own suite config: do not run it twice.
+    for entry in os.listdir(SRC_ROOT):
+        if os.path.exists(os.path.join(SRC_ROOT, entry, "CMakeCache.txt")):
+            excludes.add(entry)
+    config.excludes = sorted(excludes)
+    output_dir = os.path.join(E2E_DIR, "Output")
+else:
+    if config.test_exec_root is None:
+        config.test_exec_root = config.test_source_root
+    output_dir = os.path.join(config.test_exec_root, "Output")
+
+# --- environment -----------------------------------------------------------
+# lit hands tests only a few variables (PATH, HOME, TMPDIR, ...): pass on what
+# Python, Triton and the GPU runtimes need.
+PASS_VARS = ("PATH", "HOME", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
+             "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+             "GPU_DEVICE_ORDINAL", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+             "OPENBLAS_NUM_THREADS", "XDG_CACHE_HOME", "USER", "LANG", "LC_ALL")
+PASS_PREFIXES = ("TRITON_", "HSA_", "HIP_", "ROCM_", "AMD_", "CUDA_", "NVIDIA_", "TORCH_",
+                 "CONVGEN_")
+for var, val in os.environ.items():
+    if var in PASS_VARS or var.startswith(PASS_PREFIXES):
+        if var == "PATH":
+            continue  # lit already built PATH (its --path entries first)
+        config.environment[var] = val
+env_path = config.environment.get("PATH", os.environ.get("PATH", ""))
+
+
+def prepend_pythonpath(entry, append=False):
+    parts = [p for p in config.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if entry in parts:
+        return
+    parts = parts + [entry] if append else [entry] + parts
+    config.environment["PYTHONPATH"] = os.pathsep.join(parts)
+
+
+# The source tree's convgen always wins, even over an installed copy elsewhere.
+prepend_pythonpath(os.path.join(SRC_ROOT, "tools"))
+PYDEPS = os.path.join(SRC_ROOT, ".pydeps")   # `pip install --target .pydeps lit filecheck`
+
+# --- Python, convgen --------------------------------------------------------
+python = setting("python") or sys.executable
+convgen = setting("convgen")
+if not convgen:
+    installed = shutil.which("convgen", path=env_path)
+    if installed:
+        convgen = shlex.quote(installed)
+    else:
+        convgen = "%s -m convgen" % shlex.quote(python)
+    if installed and not setting("python"):
+        # The probe below should see the Python that runs convgen.
+        try:
+            with open(installed, "rb") as f:
+                first = f.readline().decode("utf-8", "replace").strip()
+            if first.startswith("#!") and "python" in first:
+                candidate = first[2:].strip().split()[0]
+                if os.path.isfile(candidate):
+                    python = candidate
+        except OSError:
+            pass
+
+# --- FileCheck --------------------------------------------------------------
+filecheck = setting("filecheck")
+if not filecheck:
+    filecheck = (shutil.which("filecheck", path=env_path)
+                 or shutil.which("FileCheck", path=env_path))
+    if not filecheck:
+        for name in ("filecheck", "FileCheck"):
+            candidate = os.path.join(PYDEPS, "bin", name)
+            if os.access(candidate, os.X_OK):
+                filecheck = candidate
+                break
+filecheck_cmd = shlex.quote(filecheck) if filecheck else ""
+if filecheck and os.path.realpath(filecheck).startswith(os.path.realpath(PYDEPS) + os.sep):
+    # A `pip install --target .pydeps` script carries the shebang of the machine
+    # that installed it: run the module with this Python instead.
+    filecheck_cmd = "%s -m filecheck" % shlex.quote(sys.executable)
+    prepend_pythonpath(PYDEPS, append=True)
+elif not filecheck or not (os.access(filecheck, os.X_OK) or shutil.which(filecheck, path=env_path)):
+    lit_config.fatal(
+        "FileCheck not found (looked for 'filecheck' and 'FileCheck' on PATH and in %s/bin). "
+        "Install it with `python3 -m pip install filecheck`, or pass "
+        "--param filecheck=/path/to/FileCheck (CMake: -DFILECHECK_EXECUTABLE=...)." % PYDEPS)
+
+# --- device -----------------------------------------------------------------
+PROBE = r"""
+import json, sys
+r = {"gpu": False, "backend": "interpreter", "arch": "interpreter", "warp_size": 1, "note": ""}
+try:
+    import torch
+    if torch.cuda.is_available():
+        r["gpu"] = True
+        r["backend"] = "hip" if getattr(torch.version, "hip", None) else "cuda"
+        try:
+            from triton.runtime import driver
+            t = driver.active.get_current_target()
+            r["backend"], r["warp_size"] = t.backend, t.warp_size
+            r["arch"] = (str(t.arch).split(":")[0] if t.backend == "hip" else "sm%s" % t.arch)
+        except Exception as e:
+            r["note"] = "triton driver: %s" % e
+            p = torch.cuda.get_device_properties(0)
+            if r["backend"] == "hip":
+                r["arch"] = str(getattr(p, "gcnArchName", "gfx")).split(":")[0]
+            else:
+                r["arch"] = "sm%d%d" % (p.major, p.minor)
+except Exception as e:
+    r["note"] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(r))
+"""
+
+
+def probe_device():
+    if flag("interpreter") or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return {"gpu": False, "backend": "interpreter", "arch": "interpreter",
+                "note": ""}
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    env["PYTHONPATH"] = config.environment.get("PYTHONPATH", "")
+    try:
+        out = subprocess.run([python, "-c", PROBE], env=env, capture_output=True,
+                             text=True, timeout=300)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except Exception as e:  # no torch, a hung driver, ...
+        return {"gpu": False, "backend": "interpreter", "arch": "interpreter",
+                "note": "device probe failed: %s" % e}
+
+
+device = probe_device()
+if device.get("note"):
+    lit_config.note("device probe: %s" % device["note"])
+arch = device["arch"]
+features = config.available_features
+if device["gpu"]:
+    features.add("gpu")
+    features.add("rocm" if device["backend"] == "hip" else "cuda")
+    features.add(arch)
+    if device["backend"] == "hip" and arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95")):
+        features.add("mfma")
+        features.add("matrix-cores")
+    if device["backend"] == "cuda" and re.match(r"sm(\d+)", arch) and \
+            int(re.match(r"sm(\d+)", arch).group(1)) >= 70:
+        features.add("matrix-cores")
+    # One GPU, many lit workers: only gpu_jobs tests hold the GPU at a time.
+    try:
+        gpu_jobs = int(setting("gpu_jobs"))
+        assert gpu_jobs >= 1
+    except (ValueError, AssertionError):
+        lit_config.fatal("gpu_jobs=%r: expected an integer >= 1" % setting("gpu_jobs"))
+    lit_config.parallelism_groups["gpu"] = gpu_jobs
+    config.parallelism_group = "gpu"
+else:
+    features.add("interpreter")
+    config.environment["TRITON_INTERPRET"] = "1"
+if flag("nightly"):
+    features.add("nightly")
+lit_config.note("conv-e2e: device %s (%s), FileCheck %s, convgen %s"
+                % (arch, device["backend"], filecheck_cmd, convgen))
+
+# Share compiled kernels between tests (Triton's cache is safe across processes).
+if "TRITON_CACHE_DIR" not in config.environment:
+    config.environment["TRITON_CACHE_DIR"] = os.path.join(output_dir, "triton-cache")
+
+# --- per-test timeout ---------------------------------------------------------
+try:
+    timeout = int(setting("timeout"))
+    assert timeout >= 0
+except (ValueError, AssertionError):
+    lit_config.fatal("timeout=%r: expected an integer >= 0 (seconds)" % setting("timeout"))
+try:
+    import psutil  # noqa: F401  lit needs it to kill a test's process tree
+    have_psutil = True
+except ImportError:
+    have_psutil = False
+if lit_config.maxIndividualTestTime is None:  # --timeout on the command line wins
+    if have_psutil:
+        config.maxIndividualTestTime = timeout
+    elif timeout and "timeout" in lit_config.params:
+        lit_config.warning("--param timeout=%d ignored: per-test timeouts need psutil" % timeout)
+
+# --- substitutions ------------------------------------------------------------
+seed = setting("random_seed")
+if seed.lower() in ("fixed", "none"):
+    random_data = "-rand " + seed.lower()
+elif re.fullmatch(r"\d+", seed):
+    random_data = "-rand " + seed
+else:
+    lit_config.fatal("random_seed=%r: expected N >= 0, 'fixed' or 'none'" % seed)
+
+validation = setting("validation").lower()
+if validation not in ("cpu", "gpu"):
+    lit_config.fatal("validation=%r: expected cpu or gpu" % validation)
+pv = "-pv" if validation == "cpu" else "-pv_with_gpu"
+
+xdlops = "-x2" if flag("xdlops") else "-x2=0"
+
+rms_threshold = threshold("rms_threshold")
+rel_threshold = threshold("rel_threshold")
+if "abs_threshold" not in lit_config.params and flag("ignore_maxabsdiff"):
+    abs_threshold = IGNORED_ABS_THRESHOLD
+else:
+    abs_threshold = threshold("abs_threshold")
+
+# Longer names first, so no key is a prefix of one applied before it.
+config.substitutions.extend([
+    ("%convgen", convgen),
+    ("%random_data", random_data),
+    ("%rms_threshold", rms_threshold),
+    ("%abs_threshold", abs_threshold),
+    ("%rel_threshold", rel_threshold),
+    ("%xdlops", xdlops),
+    ("%arch", arch),
+    ("%pv", pv),
+    # `FileCheck` as a word, not inside a path or a longer name.
+    (r"(?<![\w./-])FileCheck(?![\w./-])", filecheck_cmd),
+])
