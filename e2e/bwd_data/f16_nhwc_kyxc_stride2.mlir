@@ -1,0 +1,2 @@
+// RUN: %convgen --operation conv2d_bwd_data -t f16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=2 -in_channels=16 -out_channels=8 -in_h=13 -in_w=13 -fil_h=3 -fil_w=3 -conv_stride_h=2 -conv_stride_w=2 --padding_h=1 --padding_w=1 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// CHECK: [1 1 1]

@@ -1,0 +1,2 @@
+// RUN: %convgen --operation conv2d_bwd_weight -t f32 -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -batchsize=2 -in_channels=8 -out_channels=12 -in_h=10 -in_w=10 -fil_h=3 -fil_w=3 --padding_h=1 --padding_w=1 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// CHECK: [1 1 1]

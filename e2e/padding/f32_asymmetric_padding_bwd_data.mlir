@@ -1,0 +1,2 @@
+// RUN: %convgen --operation conv2d_bwd_data -t f32 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=1 -in_channels=5 -out_channels=3 -in_h=9 -in_w=7 -fil_h=3 -fil_w=2 -conv_stride_h=2 -padding_h_l=2 -padding_h_r=0 -padding_w_l=0 -padding_w_r=1 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// CHECK: [1 1 1]
