@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass, field
 
 from convgen import backend as backends
 from convgen.options import RunConfig
@@ -64,12 +65,24 @@ def _reference(config: RunConfig, tensors, device: str):
     return ref.to(p.dtype.torch_out).to(torch.float64).to(device)
 
 
-def run(config: RunConfig) -> int:
+@dataclass
+class Outcome:
+    """What one run produced; `result` is None when no validation was asked for."""
+    kernel_config: object
+    tensors: dict
+    out: object
+    ref: object = None
+    result: object = None
+    timer: _Timer = field(default_factory=_Timer)
+
+
+def execute(config: RunConfig, say=_say) -> Outcome:
+    """Run the stages of one problem; print nothing but progress lines through `say`."""
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
     import torch
 
-    from convgen import inputs, report, verify
+    from convgen import inputs, verify
     from convgen.kernels import config as kconfig
     from convgen.kernels.launch import run_conv
 
@@ -77,9 +90,9 @@ def run(config: RunConfig) -> int:
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
     cfg = kconfig.choose(p, be, use_dot, config.kernel.perf_config)
-    _say(f"convgen: {p.describe()}")
-    _say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
-         f"config {cfg.describe()}, data {config.data.describe()}")
+    say(f"convgen: {p.describe()}")
+    say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
+        f"config {cfg.describe()}, data {config.data.describe()}")
     timer = _Timer()
 
     t0 = time.perf_counter()
@@ -95,33 +108,41 @@ def run(config: RunConfig) -> int:
     if device != "cpu":
         torch.cuda.synchronize()
     timer("kernel (first launch, compile included)", t0)
-
+    outcome = Outcome(cfg, tensors, out, timer=timer)
     if config.reference.validator is None:
-        _say("convgen: no validation requested (-pv or -pv_with_gpu); kernel ran")
-        _say("convgen: time " + ", ".join(timer.parts))
-        return 0
+        return outcome
 
     t0 = time.perf_counter()
-    ref = _reference(config, tensors, device)
+    outcome.ref = _reference(config, tensors, device)
     if device != "cpu":
         torch.cuda.synchronize()
     timer(f"reference ({config.reference.validator})", t0)
 
     t0 = time.perf_counter()
-    result = verify.verify(out, ref, p.dtype.torch_out, config.thresholds, _accumulation(config),
-                           dim_names=_dim_names(p.writes))
+    outcome.result = verify.verify(out, outcome.ref, p.dtype.torch_out, config.thresholds,
+                                   _accumulation(config), dim_names=_dim_names(p.writes))
     timer("verify", t0)
+    return outcome
 
-    for line in report.format_report(result, config.report.print_results):
+
+def run(config: RunConfig) -> int:
+    from convgen import report
+
+    o = execute(config)
+    if o.result is None:
+        _say("convgen: no validation requested (-pv or -pv_with_gpu); kernel ran")
+        _say("convgen: time " + ", ".join(o.timer.parts))
+        return 0
+    for line in report.format_report(o.result, config.report.print_results):
         print(line)
-    _say("convgen: time " + ", ".join(timer.parts))
+    _say("convgen: time " + ", ".join(o.timer.parts))
     if config.report.json_path:
-        _write_json(config.report.json_path, result.to_json())
+        _write_json(config.report.json_path, o.result.to_json())
     if config.report.dump_dir:
-        _dump(config.report.dump_dir, tensors, out, ref)
-    if 0 in result.bits:
+        _dump(config.report.dump_dir, o.tensors, o.out, o.ref)
+    if 0 in o.result.bits:
         _say("convgen: reproduce with: " + _reproducer(config))
-    print(report.bits_line(result.bits), flush=True)
+    print(report.bits_line(o.result.bits), flush=True)
     return 0
 
 
