@@ -1,72 +1,80 @@
 """Which instructions each kernel path compiles to, on GPUs we do not have.
 
 The matrix-core path must contain matrix instructions (v_mfma on AMD, mma or
-wgmma on NVIDIA) and the FMA path none, for every direction; otherwise the
--x2 switch would test nothing.
+wgmma on NVIDIA) and the FMA path and the GPU reference none, for every
+direction; otherwise the -x2 switch would test nothing. Compiling needs
+Triton's interpreter off, so the survey runs in its own process.
 """
-import pytest
-import torch
+import json
+import os
+import subprocess
+import sys
 
-from convgen.backend import Backend
-from convgen.dtypes import elem_type
-from convgen.kernels import isa
-from convgen.kernels.config import choose
-from convgen.kernels.launch import gemm_spec
-from convgen.problem import make_problem
+import pytest
 
 AMD = ["gfx90a", "gfx942", "gfx950"]
 NVIDIA = ["sm90"]
-KERNELS = isa.compilable("convgen.kernels.implicit_gemm")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _compile(direction, dtype, use_dot, target, layouts=None, stride=(1, 1)):
-    p = make_problem(direction=direction, dtype=elem_type(dtype), n=2, g=1, c_total=32, k_total=64,
-                     hi=14, wi=14, y=3, x=3, stride=stride, pad=(1, 1, 1, 1), layouts=layouts)
-    kind = "hip" if target.startswith("gfx") else "cuda"
-    be = Backend(kind, target, 64 if kind == "hip" else 32)
-    cfg = choose(p, be, use_dot, "split=2" if direction == "bwd_weight" else None)
-    meta = {}
-    for name in p.reads + (p.writes,):
-        dt = p.dtype.torch_out if name == p.writes else p.dtype.torch_in
-        meta[name] = torch.empty(p.physical_shape(name), dtype=dt, device="meta").permute(
-            p.to_logical_perm(name))
-    spec = gemm_spec(p, {k: meta[k] for k in p.reads}, meta[p.writes], cfg, use_dot, False)
-    args = {k: (isa.pointer_type(v.dtype) if isinstance(v, torch.Tensor) else "i32")
-            for k, v in spec.runtime.items()}
-    return isa.compile_kernel(KERNELS.conv_gemm_kernel, args, spec.constexprs, target,
-                              be.launch_options(cfg.compile_options()))
+@pytest.fixture(scope="module")
+def survey():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "convgen.kernels.isa", "--json",
+                           "--targets", ",".join(AMD + NVIDIA)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
-@pytest.mark.parametrize("target", AMD + NVIDIA)
-def test_matrix_core_path_uses_matrix_instructions(direction, target):
-    k = _compile(direction, "f16", True, target, stride=(2, 2))
-    found = isa.matrix_instructions(k, target)
-    assert found, f"{direction} -x2 on {target}: no matrix instruction"
-    if target.startswith("gfx"):
-        assert all(i.startswith("v_mfma") for i in found)
+def _rows(survey, **match):
+    rows = [r for r in survey if all(r[k] == v for k, v in match.items())]
+    assert rows, f"no survey row for {match}"
+    return rows
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 @pytest.mark.parametrize("target", AMD + NVIDIA)
-def test_fma_path_has_no_matrix_instructions(direction, target):
-    k = _compile(direction, "f16", False, target, stride=(2, 2))
-    assert isa.matrix_instructions(k, target) == []
-    asm = isa.assembly(k, target)
-    assert ("v_fma" in asm or "v_pk_fma" in asm or "v_fmac" in asm) if target.startswith("gfx") \
-        else ("fma.rn.f32" in asm)
+def test_matrix_core_path_uses_matrix_instructions(survey, direction, target):
+    for dtype in ("f16", "bf16"):
+        (row,) = _rows(survey, kernel="conv", target=target, direction=direction, dtype=dtype,
+                       path="dot")
+        assert row["matrix"], f"{direction} {dtype} -x2 on {target}: no matrix instruction"
+        if target in AMD:
+            assert all(i.startswith("v_mfma") for i in row["matrix"])
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16", "i8"])
-def test_matrix_core_path_other_types_gfx942(dtype):
-    direction = "fwd"
-    k = _compile(direction, dtype, True, "gfx942", layouts={"input": "nhwc", "filter": "kyxc",
-                                                            "output": "nhwk"})
-    assert isa.matrix_instructions(k, "gfx942")
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+@pytest.mark.parametrize("target", AMD + NVIDIA)
+def test_fma_path_has_no_matrix_instructions(survey, direction, target):
+    for row in _rows(survey, kernel="conv", target=target, direction=direction, path="fma"):
+        assert row["matrix"] == [], row
+        assert row["fma"], f"no FMA in the FMA path: {row}"
 
 
-def test_fp32_ieee_dot_on_nvidia_is_not_tf32():
-    # fp32 tl.dot defaults to tf32 on NVIDIA; the kernel must ask for ieee.
-    k = _compile("fwd", "f32", True, "sm90")
-    asm = isa.assembly(k, "sm90")
-    assert "tf32" not in asm
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+@pytest.mark.parametrize("target", AMD + NVIDIA)
+def test_gpu_reference_is_fma_only(survey, direction, target):
+    (row,) = _rows(survey, kernel="reference", target=target, direction=direction)
+    assert row["matrix"] == [] and row["fma"], row
+
+
+@pytest.mark.parametrize("target", AMD)
+def test_fp32_dot_uses_fp32_mfma_on_amd(survey, target):
+    for row in _rows(survey, kernel="conv", target=target, dtype="f32", path="dot"):
+        assert any("f32" in i for i in row["matrix"]), row
+        # xf32 (gfx942's default for fp32 dot) would show as an xf32 instruction
+        assert not any("xf32" in i for i in row["matrix"]), row
+
+
+def test_fp32_dot_on_nvidia_is_ieee_not_tf32(survey):
+    # fp32 tl.dot defaults to tf32 on NVIDIA; the kernel asks for ieee.
+    for row in _rows(survey, kernel="conv", target="sm90", dtype="f32", path="dot"):
+        assert not row["tf32"] and row["matrix"] == [], row
+
+
+@pytest.mark.parametrize("target", AMD + NVIDIA)
+def test_i8_dot_uses_integer_matrix_instructions(survey, target):
+    (row,) = _rows(survey, kernel="conv", target=target, dtype="i8")
+    assert row["matrix"] and any("i8" in i or "s8" in i for i in row["matrix"]), row

@@ -43,10 +43,8 @@ def _mac(acc, a, b, ACC_INT: tl.constexpr):
 
 @triton.jit
 def _zeros(BLOCK: tl.constexpr, ACC_INT: tl.constexpr):
-    if ACC_INT:
-        return tl.zeros([BLOCK], dtype=tl.int32)
-    else:
-        return tl.zeros([BLOCK], dtype=tl.float32)
+    # one return: Triton 3.9's compiler rejects a return in each constexpr branch
+    return tl.zeros([BLOCK], dtype=tl.int32 if ACC_INT else tl.float32)
 
 
 @triton.jit

@@ -3,13 +3,21 @@
 `triton.compile` with an explicit GPUTarget needs no hardware, so CI can check
 that the matrix-core path emits `v_mfma` (AMD) or `mma`/`wgmma` (NVIDIA) and
 that the FMA path and the GPU reference emit none.
+
+Compiling needs Triton's interpreter off for the whole process (under
+TRITON_INTERPRET=1 every @triton.jit function, Triton's own included, is an
+interpreter object), so tests run this module as a command:
+
+    python -m convgen.kernels.isa [--targets gfx90a,sm90] [--json]
 """
 from __future__ import annotations
 
-import importlib.util
+import argparse
 import inspect
+import json
 import os
 import re
+import sys
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -25,26 +33,6 @@ TARGETS = {
 MATRIX_RE = {"hip": re.compile(r"\bv_mfma\w*"), "cuda": re.compile(r"\b(?:wgmma|mma)\.[\w.]+")}
 _TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "i8",
                  "int32": "i32", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
-
-
-def compilable(module_name: str):
-    """A fresh copy of a kernel module whose @triton.jit functions compile for real.
-
-    Under TRITON_INTERPRET=1 `triton.jit` returns interpreter objects that
-    cannot be compiled, so the module is executed again with it switched off.
-    """
-    old = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "0"
-    try:
-        spec = importlib.util.find_spec(module_name)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        if old is None:
-            del os.environ["TRITON_INTERPRET"]
-        else:
-            os.environ["TRITON_INTERPRET"] = old
-    return mod
 
 
 def pointer_type(dtype) -> str:
@@ -78,3 +66,111 @@ def matrix_instructions(compiled, target: str) -> list[str]:
     """The distinct matrix-core instructions in the compiled kernel (empty on a pure FMA kernel)."""
     asm = assembly(compiled, target)
     return sorted(set(MATRIX_RE[TARGETS[target].backend].findall(asm)))
+
+
+def _problem(direction: str, dtype: str, layouts=None, stride=(1, 1)):
+    from convgen.dtypes import elem_type
+    from convgen.problem import make_problem
+    return make_problem(direction=direction, dtype=elem_type(dtype), n=2, g=1, c_total=32,
+                        k_total=64, hi=14, wi=14, y=3, x=3, stride=stride, pad=(1, 1, 1, 1),
+                        layouts=layouts)
+
+
+def _meta_tensors(p, out_dtype):
+    """Shape, dtype and strides without memory: enough to build a launch and compile it."""
+    import torch
+    meta = {}
+    for name in p.reads + (p.writes,):
+        dt = out_dtype if name == p.writes else p.dtype.torch_in
+        meta[name] = torch.empty(p.physical_shape(name), dtype=dt, device="meta").permute(
+            p.to_logical_perm(name))
+    return {k: meta[k] for k in p.reads}, meta[p.writes]
+
+
+def _arg_types(runtime: dict) -> dict:
+    import torch
+    return {k: (pointer_type(v.dtype) if isinstance(v, torch.Tensor) else "i32")
+            for k, v in runtime.items()}
+
+
+def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts=None,
+                 stride=(1, 1)):
+    """The kernel under test for a small problem, as convgen would launch it on `target`."""
+    from convgen.backend import Backend
+    from convgen.kernels.config import choose
+    from convgen.kernels.implicit_gemm import conv_gemm_kernel
+    from convgen.kernels.launch import gemm_spec
+    p = _problem(direction, dtype, layouts, stride)
+    kind = TARGETS[target].backend
+    be = Backend(kind, target, TARGETS[target].warp_size)
+    cfg = choose(p, be, use_dot, "split=2" if direction == "bwd_weight" else None)
+    spec = gemm_spec(p, *_meta_tensors(p, p.dtype.torch_out), cfg, use_dot, False)
+    return compile_kernel(conv_gemm_kernel, _arg_types(spec.runtime), spec.constexprs, target,
+                          be.launch_options(cfg.compile_options()))
+
+
+def compile_reference(direction: str, target: str):
+    """The GPU reference kernel (-pv_with_gpu) for a small problem."""
+    import torch
+    from convgen.kernels.gpu_reference import launch_spec
+    p = _problem(direction, "f16", stride=(2, 2))
+    ins, out = _meta_tensors(p, torch.float32)
+    spec = launch_spec(p, ins, out)
+    return compile_kernel(spec.kernel, _arg_types(spec.runtime), spec.constexprs, target)
+
+
+CHANNELS_LAST = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
+
+
+def survey(targets) -> list[dict]:
+    """Every kernel path x direction (and the reference) on each target: its matrix instructions."""
+    rows = []
+    for target in targets:
+        for direction in ("fwd", "bwd_data", "bwd_weight"):
+            for dtype in ("f16", "bf16", "f32"):
+                for use_dot in (True, False):
+                    k = compile_conv(direction, dtype, use_dot, target, CHANNELS_LAST, (2, 2))
+                    asm = assembly(k, target)
+                    rows.append({"kernel": "conv", "target": target, "direction": direction,
+                                 "dtype": dtype, "path": "dot" if use_dot else "fma",
+                                 "matrix": matrix_instructions(k, target),
+                                 "tf32": "tf32" in asm, "fma": _has_fma(asm, target)})
+            k = compile_reference(direction, target)
+            asm = assembly(k, target)
+            rows.append({"kernel": "reference", "target": target, "direction": direction,
+                         "dtype": "f16", "path": "fma", "matrix": matrix_instructions(k, target),
+                         "tf32": "tf32" in asm, "fma": _has_fma(asm, target)})
+        k = compile_conv("fwd", "i8", True, target, CHANNELS_LAST)
+        rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": "i8",
+                     "path": "dot", "matrix": matrix_instructions(k, target), "tf32": False,
+                     "fma": False})
+    return rows
+
+
+def _has_fma(asm: str, target: str) -> bool:
+    if TARGETS[target].backend == "hip":
+        return bool(re.search(r"\bv_(?:pk_)?fma|\bv_fmac", asm))
+    return "fma.rn.f32" in asm
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m convgen.kernels.isa",
+                                 description="which instructions each kernel path compiles to")
+    ap.add_argument("--targets", default="gfx90a,gfx942,gfx950,sm90")
+    ap.add_argument("--json", action="store_true", help="one JSON list on stdout")
+    args = ap.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("isa: unset TRITON_INTERPRET to compile for real targets", file=sys.stderr)
+        return 2
+    rows = survey([t for t in args.targets.split(",") if t])
+    if args.json:
+        json.dump(rows, sys.stdout)
+        return 0
+    for r in rows:
+        print(f"{r['target']:7} {r['kernel']:9} {r['direction']:10} {r['dtype']:4} {r['path']:3} "
+              f"{', '.join(r['matrix']) or '(no matrix instructions)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
