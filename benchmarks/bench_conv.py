@@ -22,16 +22,9 @@ from convgen.dtypes import elem_type  # noqa: E402
 from convgen.inputs import DataSpec, empty_output, make_inputs  # noqa: E402
 from convgen.kernels.config import choose  # noqa: E402
 from convgen.kernels.launch import run_conv  # noqa: E402
+from convgen.models import RESNET50  # noqa: E402
 from convgen.problem import make_problem  # noqa: E402
 
-# (C, K, H/W, filter, stride, pad): distinct ResNet-50 conv layers at batch 64
-RESNET50 = [
-    (3, 64, 224, 7, 2, 3), (64, 64, 56, 1, 1, 0), (64, 64, 56, 3, 1, 1), (64, 256, 56, 1, 1, 0),
-    (256, 64, 56, 1, 1, 0), (256, 128, 56, 1, 2, 0), (128, 128, 28, 3, 1, 1),
-    (128, 512, 28, 1, 1, 0), (512, 128, 28, 1, 1, 0), (256, 256, 28, 3, 1, 1),
-    (256, 1024, 14, 1, 1, 0), (1024, 256, 14, 1, 1, 0), (512, 512, 14, 3, 1, 1),
-    (512, 2048, 7, 1, 1, 0), (2048, 512, 7, 1, 1, 0),
-]
 NHWC = {"filter": "kyxc", "input": "nhwc", "output": "nhwk"}
 
 
@@ -53,8 +46,8 @@ def torch_op(p, t):
 
 
 def bench_one(direction, dtype, layer, batch, use_dot):
-    c, k, hw, f, s, pad = layer
-    p = make_problem(direction=direction, dtype=elem_type(dtype), n=batch, g=1, c_total=c,
+    c, k, hw, f, s, pad, g = layer
+    p = make_problem(direction=direction, dtype=elem_type(dtype), n=batch, g=g, c_total=c,
                      k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), pad=(pad,) * 4, layouts=NHWC)
     be = current()
     t = make_inputs(p, DataSpec(seed=1), "cuda")
@@ -80,7 +73,7 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("bench_conv: needs a GPU")
     torch.backends.cudnn.allow_tf32 = False  # compare ieee fp32 with ieee fp32
-    layers = RESNET50[1:5] if args.quick else RESNET50
+    layers = RESNET50[1:5] + RESNET50[10:11] if args.quick else RESNET50
     rows = []
     for d in args.directions.split(","):
         for dt in args.types.split(","):
