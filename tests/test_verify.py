@@ -202,8 +202,28 @@ def test_strided_views_and_chunks_agree():
 
 
 def test_kernel_columns_match_the_cpu_pass():
-    from convgen.kernels import verify_stats
-    assert set(verify_stats.COLUMNS) == set(verify._MAX_KEYS + verify._SUM_KEYS)
+    from convgen.kernels import verify_stats as vs
+    decoded = vs._decode([0] * vs.NBINS)
+    assert set(vs.MAX_COLUMNS + vs.SUM_COLUMNS) | set(decoded) == set(verify._MAX_KEYS + verify._SUM_KEYS)
+    assert set(vs.WORST_COLUMNS) == {col for col, _ in verify._WORST.values()}
+
+
+def test_joint_histogram_decodes_by_hand():
+    from convgen.kernels import verify_stats as vs
+    hist = [0] * vs.NBINS
+    hist[0 * vs.RB_SPAN + 0] = 5              # exact, |val| > 1e-3
+    hist[0 * vs.RB_SPAN + vs.RB_OUT] = 2      # exact, |val| <= 1e-3
+    hist[1 * vs.RB_SPAN + 3] = 4              # 1 ULP, relDiff_old in [1e-5,1e-4)
+    hist[5 * vs.RB_SPAN + 8] = 1              # > 100 ULPs, relDiff_old >= 1
+    hist[vs.BAD_BASE + 1] = 3                 # kern NaN
+    hist[vs.BAD_BASE + 3] = 7                 # NaN on both sides
+    hist[vs.BAD_BASE + 4] = 6                 # a one-sided infinity
+    hist[vs.NBINS - 1] = 1000                 # past the end: counted nowhere
+    t = vs._decode(hist)
+    assert (t["n_ok"], t["exact"], t["old_excluded"]) == (12, 7, 2)
+    assert [t[f"eps_h{b}"] for b in range(6)] == [7, 4, 0, 0, 0, 1]
+    assert [t[f"rel_h{b}"] for b in range(9)] == [5, 0, 0, 4, 0, 0, 0, 0, 1]
+    assert (t["kern_nan"], t["ref_nan"], t["bad_inf"]) == (10, 7, 6)
 
 
 def _random_case(dtype, seed, n=3000):
@@ -231,12 +251,12 @@ def launches(monkeypatch):
     """Counts Triton launches, so that a test cannot pass on the torch path by mistake."""
     from convgen.kernels import verify_stats
     calls = []
-    real = verify_stats.device_partials
+    real = verify_stats.device_totals
 
     def counted(*a, **kw):
         calls.append(1)
         return real(*a, **kw)
-    monkeypatch.setattr(verify_stats, "device_partials", counted)
+    monkeypatch.setattr(verify_stats, "device_totals", counted)
     return calls
 
 
@@ -263,6 +283,41 @@ def test_device_pass_finds_the_worst_elements(launches):
     dev = verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True).to_json()
     assert launches == [1]
     assert dev["worst"]["max_abs_diff"]["at"] == {"n": 2, "g": 0, "k": 3, "h": 4, "w": 40}
+    assert _without_rms(dev) == _without_rms(cpu)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "same strides", "different strides"])
+def test_device_pass_carries_maxima_across_blocks_and_programs(layout, launches, monkeypatch):
+    """Small blocks, several per program and several programs: the running maxima, the
+    first index on ties (within a block, across blocks, across programs) and the sums."""
+    from convgen.kernels import verify_stats as vs
+    monkeypatch.setattr(vs, "BLOCK", 32)
+    monkeypatch.setattr(vs, "ITERS", 4)
+    monkeypatch.setattr(vs, "MIN_PROGRAMS", 1)
+    kern, ref = _random_case(F16, seed=13, n=1200)       # 3*1*4*5*20 = 1200 elements
+    for at in ((0, 0, 1, 2, 3), (1, 0, 0, 0, 7), (2, 0, 3, 4, 19)):
+        kern[at], ref[at] = 60.0, 1.0                     # three equal worst elements
+    if layout == "contiguous":
+        kern, ref = kern.contiguous(), ref.contiguous()
+    elif layout == "different strides":
+        ref = ref.contiguous()
+    assert (kern.stride() == ref.stride()) == (layout != "different strides")
+    th = Thresholds(rel=1e-3)
+    cpu = verify.verify(kern, ref, F16, th, device_path=False).to_json()
+    dev = verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True).to_json()
+    assert launches == [1]
+    assert dev["worst"]["max_abs_diff"]["at"] == {"n": 0, "g": 0, "k": 1, "h": 2, "w": 3}
+    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    assert _without_rms(dev) == _without_rms(cpu)
+
+
+def test_device_pass_takes_a_reference_in_the_output_type(launches):
+    kern, ref = _random_case(torch.bfloat16, seed=17)
+    cpu = verify.verify(kern, ref, torch.bfloat16, AUTO, device_path=False).to_json()
+    dev = verify.verify(kern.to(DEV), ref.to(torch.bfloat16).to(DEV), torch.bfloat16, AUTO,
+                        device_path=True).to_json()
+    assert launches == [1]
+    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
     assert _without_rms(dev) == _without_rms(cpu)
 
 

@@ -270,43 +270,21 @@ def _chunked_pass(kern, ref, c: _Consts, chunk: int) -> _Pass:
     return p
 
 
-def _gather(t: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Elements [start, stop) in logical row-major order, from any strided view, on its device."""
-    flat = torch.arange(start, stop, device=t.device)
-    idx = []
-    for s in reversed(t.shape):   # torch.unravel_index costs a slow first import
-        idx.append(flat % s)
-        flat = flat // s
-    return t[tuple(reversed(idx))] if t.dim() else t.reshape(1)
-
-
 def _device_pass(kern, ref, c: _Consts) -> _Pass:
-    """One Triton pass; then the few blocks holding a worst or first-bad element are re-read."""
+    """One Triton pass and one copy back. NaNs and one-sided infinities are rare and mean
+    failure: only then is the chunked pass run as well, to find the first of each kind."""
     from convgen import backend
     backend.ensure_interpreter_if_no_gpu()   # must precede the kernel module's import
     if not kern.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         raise ValueError("the Triton pass on CPU tensors runs only in the interpreter "
                          "(TRITON_INTERPRET=1, set before the kernels are imported)")
     from convgen.kernels import verify_stats as vs
-    parts = vs.device_partials(kern, ref, c.tensor(kern.device), is_int=c.is_int,
+    tot, at = vs.device_totals(kern, ref, c.tensor(kern.device), is_int=c.is_int,
                                mantissa=c.mantissa, emin=c.emin)
-    is_max = torch.tensor([name in _MAX_KEYS for name in vs.COLUMNS], device=parts.device)
-    tot = torch.where(is_max, parts.amax(0), parts.sum(0))
-    want = [col for col, _ in _WORST.values()] + list(_BAD_KEYS)
-    j = [vs.COLUMNS.index(col) for col in want]
-    hit = torch.where(is_max[j], parts[:, j] == tot[j], parts[:, j] > 0)
-    blocks = hit.to(torch.uint8).argmax(0)
-    tot_host, blocks = tot.tolist(), blocks.tolist()
-    p = _Pass(dict(zip(vs.COLUMNS, tot_host)), {})
-    arrays = dict(_WORST.values())
-    for col, b in zip(want, blocks):
-        if col in _BAD_KEYS and p.tot[col] == 0:
-            continue
-        start = b * vs.BLOCK
-        stop = min(kern.numel(), start + vs.BLOCK)
-        e = _elementwise(_gather(ref, start, stop), _gather(kern, start, stop), c)
-        local = e[arrays.get(col, col)].to(torch.float64).argmax()
-        p.at[col] = start + int(local)
+    p = _Pass(tot, at)
+    if any(tot[k] for k in _BAD_KEYS):
+        slow = _chunked_pass(kern, ref, c, CHUNK)
+        p.at.update({k: slow.at[k] for k in _BAD_KEYS if k in slow.at})
     return p
 
 
@@ -320,25 +298,29 @@ def _coords(flat: int, shape: tuple, names: list) -> dict:
     return dict(zip(names, reversed(idx)))
 
 
-def _element(t: torch.Tensor, flat: int) -> float:
-    return float(t[tuple(_coords(flat, tuple(t.shape), range(t.dim())).values())].item())
-
-
 def _names(dim_names, ndim: int) -> list:
     names = list(dim_names) if dim_names is not None else []
     return names if len(names) == ndim else [f"d{i}" for i in range(ndim)]
 
 
+def _values_at(t: torch.Tensor, flats: list) -> list:
+    """t's elements at logical flat indices, with one gather and one copy back."""
+    if t.dim() == 0:
+        return [float(t.item())] * len(flats)
+    coords = [list(_coords(i, tuple(t.shape), range(t.dim())).values()) for i in flats]
+    index = torch.tensor(coords, dtype=torch.int64, device=t.device).T
+    return t[tuple(index)].to(torch.float64).tolist()
+
+
 def _worst_elements(p: _Pass, kern, ref, names) -> dict:
-    worst = {}
-    for metric, (col, _) in _WORST.items():
-        real = p.tot["n_ok"] > 0 and (metric == "rel_auto" or p.tot[col] > 0)
-        if not real or col not in p.at:
-            worst[metric] = None
-            continue
-        i = p.at[col]
-        worst[metric] = Worst(p.tot[col], _element(ref, i), _element(kern, i),
-                              _coords(i, tuple(kern.shape), names))
+    real = {metric: col for metric, (col, _) in _WORST.items()
+            if p.tot["n_ok"] > 0 and (metric == "rel_auto" or p.tot[col] > 0) and col in p.at}
+    flats = [p.at[col] for col in real.values()]
+    vals = _values_at(ref, flats) if flats else []
+    kerns = _values_at(kern, flats) if flats else []
+    worst = dict.fromkeys(_WORST)
+    for (metric, col), i, val, k in zip(real.items(), flats, vals, kerns):
+        worst[metric] = Worst(p.tot[col], val, k, _coords(i, tuple(kern.shape), names))
     return worst
 
 
@@ -379,7 +361,7 @@ def _nonfinite_messages(r: VerifyResult, p: _Pass, kern, ref, names) -> list:
         if count:
             i = p.at[col]
             out.append(f"{count} {what}; the first at {_at(_coords(i, tuple(kern.shape), names))}: "
-                       f"val={_g(_element(ref, i))}, kern={_g(_element(kern, i))}; every bit fails")
+                       f"val={_g(_values_at(ref, [i])[0])}, kern={_g(_values_at(kern, [i])[0])}; every bit fails")
     return out
 
 
@@ -484,7 +466,8 @@ def _check(kern, ref, out_dtype) -> None:
 def verify(kern: torch.Tensor, ref: torch.Tensor, out_dtype: torch.dtype, thresholds,
            accum: tolerance.Accumulation | None = None, dim_names: str = "ngkhw", *,
            device_path: bool | None = None, chunk: int = CHUNK) -> VerifyResult:
-    """Compare `kern` (in out_dtype) with `ref` (float64, already rounded to out_dtype).
+    """Compare `kern` (in out_dtype) with `ref` (already rounded to out_dtype, in any
+    type that holds those values exactly: out_dtype itself, or float64).
 
     device_path: None = the Triton pass when the tensors are on a GPU; True forces
     it (in the interpreter, on CPU tensors, for tests); False forces the chunked

@@ -119,6 +119,26 @@ def compile_reference(direction: str, target: str):
     return compile_kernel(spec.kernel, _arg_types(spec.runtime), spec.constexprs, target)
 
 
+def compile_verify(target: str, layout: int = 2, options: dict | None = None):
+    """The verifier's statistics kernel for fp16 tensors, as verify launches it."""
+    from convgen.kernels import verify_stats as vs
+    ints = ("n", "S1", "S2", "S3", "S4", "K0", "K1", "K2", "K3", "K4", "R0", "R1", "R2", "R3", "R4")
+    args = dict.fromkeys(ints, "i32")
+    args.update(kern_ptr="*fp16", ref_ptr="*fp16", c_ptr="*fp64", part_ptr="*fp64",
+                hist_ptr="*i32")
+    constexprs = dict(LAYOUT=layout, IDX64=False, IS_INT=False, MANT=10, EMIN=-14,
+                      INT_MIN=-2 ** 31, PCOLS=vs.PCOLS, BLOCK=vs.BLOCK, ITERS=vs.ITERS)
+    return compile_kernel(vs.verify_stats_kernel, args, constexprs, target,
+                          {**vs.COMPILE_OPTIONS, **(options or {})})
+
+
+def float64_fmas(compiled, target: str) -> int:
+    """How many float64 FMAs the kernel holds. On AMD the IEEE division expands to some
+    (correctly rounded); contraction of d - rtol*|val| would add more."""
+    pattern = r"\bv_fma_f64\b" if TARGETS[target].backend == "hip" else r"\bfma\.rn\.f64\b"
+    return len(re.findall(pattern, assembly(compiled, target)))
+
+
 CHANNELS_LAST = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
 
 
@@ -140,6 +160,13 @@ def survey(targets) -> list[dict]:
             rows.append({"kernel": "reference", "target": target, "direction": direction,
                          "dtype": "f16", "path": "fma", "matrix": matrix_instructions(k, target),
                          "tf32": "tf32" in asm, "fma": _has_fma(asm, target)})
+        k = compile_verify(target)
+        fused = compile_verify(target, options={"enable_fp_fusion": True})
+        rows.append({"kernel": "verify", "target": target, "direction": "-", "dtype": "f16",
+                     "path": "-", "matrix": matrix_instructions(k, target), "tf32": False,
+                     "fma": _has_fma(assembly(k, target), target),
+                     "f64_fmas": float64_fmas(k, target),
+                     "f64_fmas_if_fused": float64_fmas(fused, target)})
         k = compile_conv("fwd", "i8", True, target, CHANNELS_LAST)
         rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": "i8",
                      "path": "dot", "matrix": matrix_instructions(k, target), "tf32": False,

@@ -1,12 +1,22 @@
-"""The verifier's statistics on the device: one fused pass, per-block partials.
+"""The verifier's statistics on the device: one fused pass, a few hundred bytes back.
 
-Each program reads BLOCK elements of the kernel output and of the reference
-(any strides, up to 5 dimensions, logical row-major order) and writes one row
-of COLUMNS to a float64 buffer: its maxima, its sum of squared differences and
-its counts. The caller reduces the rows on the device and copies a few numbers
-back. Per-block rows instead of atomics: the sums come out in a fixed order
-(the same result on every run), every count is exact in float64, and the rows
-also tell which block holds the first worst or non-finite element.
+Each program reads ITERS blocks of BLOCK elements of the kernel output and of the
+reference (any strides, up to 5 dimensions, logical row-major order), carries its
+maxima (with the flat index of the first maximum), its sum of squared differences
+and a joint histogram across the blocks, and writes one row: PCOLS float64 values
+and NBINS int32 bin counts. `device_totals` reduces the rows on the device in a
+few fixed-order torch reductions and copies back one vector. Rows instead of
+atomics: the sums come out in a fixed order (the same result on every run).
+
+Every count is a bin of one joint histogram (tl.histogram, one reduction instead
+of one per count). An element's code:
+    ok (finite on both sides, or equal infinities):  eb * 10 + rb
+        eb = epsilonDiff bucket 0..5; rb = relDiff_old bucket 0..8, or 9 when
+        |val| <= 1e-3 (left out of that histogram)
+    not ok:  59 + (kern NaN | ref NaN << 1 | one-sided infinity << 2), 60..66
+    past the end of the tensor: NBINS - 1
+An ok element is exact (val == kern) exactly when eb == 0: with gradual underflow,
+x != y implies x - y != 0, and d / eps never underflows to 0.
 
 The element-wise definitions must match verify._elementwise exactly (tests
 check it): same comparisons, same float64 operations.
@@ -17,34 +27,32 @@ import torch
 import triton
 import triton.language as tl
 
-# consts buffer: [rel_old floor, rtol, 7 relDiff_old edges, 4 epsilonDiff edges]
 N_REL_EDGES = 7
 N_EPS_EDGES = 4
 REL_BUCKETS = N_REL_EDGES + 2   # 0, then one per interval
 EPS_BUCKETS = N_EPS_EDGES + 2
-COLUMNS = (("sum_sq", "max_abs", "max_rel", "max_rel_old", "max_eps", "max_excess", "max_val",
-            "max_kern", "n_ok", "exact", "kern_nan", "ref_nan", "bad_inf", "kern_inf", "int_min",
-            "old_excluded")
-           + tuple(f"rel_h{i}" for i in range(REL_BUCKETS))
-           + tuple(f"eps_h{i}" for i in range(EPS_BUCKETS)))
-NCOL = len(COLUMNS)
+RB_OUT = REL_BUCKETS            # rb of an ok element with |val| <= 1e-3
+RB_SPAN = REL_BUCKETS + 1
+BAD_BASE = EPS_BUCKETS * RB_SPAN - 1   # code = BAD_BASE + bad bits (1..7)
+NBINS = 128
+# Per-row float64 columns: each "first" maximum with its flat index, then the plain ones.
+WORST_COLUMNS = ("max_abs", "max_rel", "max_rel_old", "max_eps", "max_excess")
+MAX_COLUMNS = WORST_COLUMNS + ("max_val", "max_kern")
+SUM_COLUMNS = ("sum_sq", "kern_inf", "int_min")
+PCOLS = 2 * len(WORST_COLUMNS) + 2 + len(SUM_COLUMNS)
 BLOCK = 1024
+ITERS = 16
+MIN_PROGRAMS = 64   # below ITERS blocks per program for this many programs: one block each
 MAX_DIMS = 5
+# No FMA contraction: d - rtol*|val| must round as the CPU path rounds it.
+COMPILE_OPTIONS = {"enable_fp_fusion": False, "num_warps": 4}
 # Compiled kernels may read module globals only when they are constexpr.
 _REL_EDGES_C = tl.constexpr(N_REL_EDGES)
 _EPS_EDGES_C = tl.constexpr(N_EPS_EDGES)
-_REL_BUCKETS_C = tl.constexpr(REL_BUCKETS)
-_EPS_BUCKETS_C = tl.constexpr(EPS_BUCKETS)
-
-
-@triton.jit
-def _store(row_ptr, col: tl.constexpr, value):
-    tl.store(row_ptr + col, value.to(tl.float64))
-
-
-@triton.jit
-def _count(row_ptr, col: tl.constexpr, cond):
-    tl.store(row_ptr + col, tl.sum(cond.to(tl.float64), axis=0))
+_RB_OUT_C = tl.constexpr(RB_OUT)
+_RB_SPAN_C = tl.constexpr(RB_SPAN)
+_BAD_BASE_C = tl.constexpr(BAD_BASE)
+_NBINS_C = tl.constexpr(NBINS)
 
 
 @triton.jit
@@ -70,73 +78,123 @@ def _ulps(d, avf, IS_INT: tl.constexpr, MANT: tl.constexpr, EMIN: tl.constexpr):
 
 
 @triton.jit
-def verify_stats_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, n,
+def _first_max(x, base, m, i):
+    """Fold the block maximum of x (first index on ties) into the running (m, i)."""
+    bm, bi = tl.max(x, axis=0, return_indices=True, return_indices_tie_break_left=True)
+    take = bm > m   # strictly: an earlier block keeps a tie
+    return tl.maximum(m, bm), tl.where(take, base + bi, i)
+
+
+@triton.jit
+def verify_stats_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, hist_ptr, n,
                         S1, S2, S3, S4, K0, K1, K2, K3, K4, R0, R1, R2, R3, R4,
+                        LAYOUT: tl.constexpr, IDX64: tl.constexpr,
                         IS_INT: tl.constexpr, MANT: tl.constexpr, EMIN: tl.constexpr,
-                        INT_MIN: tl.constexpr, NCOL: tl.constexpr, BLOCK: tl.constexpr):
+                        INT_MIN: tl.constexpr, PCOLS: tl.constexpr,
+                        BLOCK: tl.constexpr, ITERS: tl.constexpr):
     pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    k = tl.load(kern_ptr + _strided(offs, S1, S2, S3, S4, K0, K1, K2, K3, K4), mask=mask, other=0)
-    v = tl.load(ref_ptr + _strided(offs, S1, S2, S3, S4, R0, R1, R2, R3, R4), mask=mask, other=0)
-    row = part_ptr + pid.to(tl.int64) * NCOL
-    # The caller poisons int outputs with the int32 minimum; count it apart (for a message).
-    if IS_INT:
-        _count(row, 14, mask & (k == INT_MIN))
-    else:
-        tl.store(row + 14, 0.0)
-    k = k.to(tl.float64)
-    v = v.to(tl.float64)
-    av = tl.abs(v)
-    ak = tl.abs(k)
-    k_nan = k != k
-    v_nan = v != v
-    k_inf = ak == float("inf")
-    differ = v != k
-    bad_inf = (k_inf | (av == float("inf"))) & differ & (k_nan == 0) & (v_nan == 0)
-    ok = mask & (k_nan == 0) & (v_nan == 0) & (bad_inf == 0)
-    # Where ok and differ, both are finite (a differing infinity is bad_inf); zero the
-    # rest first so that inf - inf is never computed.
-    cmp = ok & differ
-    d = tl.abs(tl.where(cmp, v, 0.0) - tl.where(cmp, k, 0.0))
-    avf = tl.where(ok & (av < float("inf")), av, 0.0)
-    akf = tl.where(ok & (ak < float("inf")), ak, 0.0)
-    pos = avf > 0
-    rel = tl.where(pos, d / tl.where(pos, avf, 1.0), 0.0)
-    in_old = ok & (av > tl.load(c_ptr))
-    rel_old = tl.where(in_old, rel, 0.0)
-    ulps = _ulps(d, avf, IS_INT, MANT, EMIN)
-    excess = tl.where(ok, d - tl.load(c_ptr + 1) * avf, float("-inf"))
+    floor = tl.load(c_ptr)
+    rtol = tl.load(c_ptr + 1)
+    start = pid.to(tl.int64) * (BLOCK * ITERS)
+    lane = tl.arange(0, BLOCK)
+    # Loop-carried scalars need their final types from the start.
+    m_abs = tl.full([], float("-inf"), tl.float64)
+    m_rel = m_abs
+    m_old = m_abs
+    m_eps = m_abs
+    m_exc = m_abs
+    i_abs = start
+    i_rel = start
+    i_old = start
+    i_eps = start
+    i_exc = start
+    m_val = tl.zeros([], tl.float64)
+    m_kern = m_val
+    s_sq = m_val
+    n_kinf = tl.zeros([], tl.int32)
+    n_imin = n_kinf
+    hist = tl.zeros([_NBINS_C], dtype=tl.int32)
+    for it in range(ITERS):
+        base = start + it * BLOCK
+        offs = base + lane
+        mask = offs < n
+        if not IDX64:
+            offs = offs.to(tl.int32)   # 32-bit division is several times cheaper
+        if LAYOUT == 0:     # both row-major contiguous: the flat index is the offset
+            ko = offs
+            ro = offs
+        elif LAYOUT == 1:   # the same strides: one index computation serves both
+            ko = _strided(offs, S1, S2, S3, S4, K0, K1, K2, K3, K4)
+            ro = ko
+        else:
+            ko = _strided(offs, S1, S2, S3, S4, K0, K1, K2, K3, K4)
+            ro = _strided(offs, S1, S2, S3, S4, R0, R1, R2, R3, R4)
+        k_raw = tl.load(kern_ptr + ko, mask=mask, other=0)
+        v = tl.load(ref_ptr + ro, mask=mask, other=0).to(tl.float64)
+        k = k_raw.to(tl.float64)
+        av = tl.abs(v)
+        ak = tl.abs(k)
+        k_nan = k != k
+        v_nan = v != v
+        k_inf = ak == float("inf")
+        differ = v != k
+        bad_inf = (k_inf | (av == float("inf"))) & differ & (k_nan == 0) & (v_nan == 0)
+        ok = mask & (k_nan == 0) & (v_nan == 0) & (bad_inf == 0)
+        # Where ok and differ, both are finite (a differing infinity is bad_inf); zero the
+        # rest first so that inf - inf is never computed.
+        cmp = ok & differ
+        d = tl.abs(tl.where(cmp, v, 0.0) - tl.where(cmp, k, 0.0))
+        avf = tl.where(ok & (av < float("inf")), av, 0.0)
+        akf = tl.where(ok & (ak < float("inf")), ak, 0.0)
+        pos = avf > 0
+        rel = tl.where(pos, d / tl.where(pos, avf, 1.0), 0.0)
+        in_old = ok & (av > floor)
+        rel_old = tl.where(in_old, rel, 0.0)
+        ulps = _ulps(d, avf, IS_INT, MANT, EMIN)
+        excess = tl.where(ok, d - rtol * avf, float("-inf"))
 
-    _store(row, 0, tl.sum(d * d, axis=0))
-    _store(row, 1, tl.max(d, axis=0))
-    _store(row, 2, tl.max(rel, axis=0))
-    _store(row, 3, tl.max(rel_old, axis=0))
-    _store(row, 4, tl.max(ulps, axis=0))
-    _store(row, 5, tl.max(excess, axis=0))
-    _store(row, 6, tl.max(avf, axis=0))
-    _store(row, 7, tl.max(akf, axis=0))
-    _count(row, 8, ok)
-    _count(row, 9, ok & (differ == 0))
-    _count(row, 10, mask & k_nan)
-    _count(row, 11, mask & v_nan)
-    _count(row, 12, mask & bad_inf)
-    _count(row, 13, mask & k_inf)
-    _count(row, 15, ok & (in_old == 0))
+        m_abs, i_abs = _first_max(d, base, m_abs, i_abs)
+        m_rel, i_rel = _first_max(rel, base, m_rel, i_rel)
+        m_old, i_old = _first_max(rel_old, base, m_old, i_old)
+        m_eps, i_eps = _first_max(ulps, base, m_eps, i_eps)
+        m_exc, i_exc = _first_max(excess, base, m_exc, i_exc)
+        m_val = tl.maximum(m_val, tl.max(avf, axis=0))
+        m_kern = tl.maximum(m_kern, tl.max(akf, axis=0))
+        s_sq += tl.sum(d * d, axis=0)
+        n_kinf += tl.sum((mask & k_inf).to(tl.int32), axis=0)
+        if IS_INT:   # the caller poisons int outputs with the int32 minimum; counted apart
+            n_imin += tl.sum((mask & (k_raw == INT_MIN)).to(tl.int32), axis=0)
 
-    # Bucket = 0 for an exact match, else 1 + the number of edges <= the value.
-    rb = tl.zeros([BLOCK], dtype=tl.int32)
-    for j in tl.static_range(_REL_EDGES_C):
-        rb += (rel_old >= tl.load(c_ptr + 2 + j)).to(tl.int32)
-    rb = tl.where(rel_old > 0, rb + 1, 0)
-    for b in tl.static_range(_REL_BUCKETS_C):
-        _count(row, 16 + b, in_old & (rb == b))
-    eb = tl.zeros([BLOCK], dtype=tl.int32)
-    for j in tl.static_range(_EPS_EDGES_C):
-        eb += (ulps >= tl.load(c_ptr + 2 + _REL_EDGES_C + j)).to(tl.int32)
-    eb = tl.where(ulps > 0, eb + 1, 0)
-    for b in tl.static_range(_EPS_BUCKETS_C):
-        _count(row, 16 + _REL_BUCKETS_C + b, ok & (eb == b))
+        # Bucket = 0 for an exact match, else 1 + the number of edges <= the value.
+        rb = tl.zeros([BLOCK], dtype=tl.int32)
+        for j in tl.static_range(_REL_EDGES_C):
+            rb += (rel_old >= tl.load(c_ptr + 2 + j)).to(tl.int32)
+        rb = tl.where(in_old, tl.where(rel_old > 0, rb + 1, 0), _RB_OUT_C)
+        eb = tl.zeros([BLOCK], dtype=tl.int32)
+        for j in tl.static_range(_EPS_EDGES_C):
+            eb += (ulps >= tl.load(c_ptr + 2 + _REL_EDGES_C + j)).to(tl.int32)
+        eb = tl.where(ulps > 0, eb + 1, 0)
+        bad = k_nan.to(tl.int32) | (v_nan.to(tl.int32) << 1) | (bad_inf.to(tl.int32) << 2)
+        code = tl.where(ok, eb * _RB_SPAN_C + rb, tl.where(mask, _BAD_BASE_C + bad, _NBINS_C - 1))
+        hist += tl.histogram(code, _NBINS_C)
+
+    row = part_ptr + pid.to(tl.int64) * PCOLS
+    tl.store(row + 0, m_abs)
+    tl.store(row + 1, m_rel)
+    tl.store(row + 2, m_old)
+    tl.store(row + 3, m_eps)
+    tl.store(row + 4, m_exc)
+    tl.store(row + 5, i_abs.to(tl.float64))
+    tl.store(row + 6, i_rel.to(tl.float64))
+    tl.store(row + 7, i_old.to(tl.float64))
+    tl.store(row + 8, i_eps.to(tl.float64))
+    tl.store(row + 9, i_exc.to(tl.float64))
+    tl.store(row + 10, m_val)
+    tl.store(row + 11, m_kern)
+    tl.store(row + 12, s_sq)
+    tl.store(row + 13, n_kinf.to(tl.float64))
+    tl.store(row + 14, n_imin.to(tl.float64))
+    tl.store(hist_ptr + pid.to(tl.int64) * _NBINS_C + tl.arange(0, _NBINS_C), hist)
 
 
 def _padded(t: torch.Tensor) -> tuple[list[int], list[int]]:
@@ -144,18 +202,72 @@ def _padded(t: torch.Tensor) -> tuple[list[int], list[int]]:
     return [1] * pad + list(t.shape), [0] * pad + list(t.stride())
 
 
-def device_partials(kern: torch.Tensor, ref: torch.Tensor, consts: torch.Tensor, *, is_int: bool,
-                    mantissa: int, emin: int) -> torch.Tensor:
-    """Rows of COLUMNS, one per block of BLOCK elements, as a float64 tensor on kern's device."""
+def _row_major(shape: list[int]) -> list[int]:
+    strides, s = [], 1
+    for size in reversed(shape):
+        strides.append(s)
+        s *= size
+    return strides[::-1]
+
+
+def _span(t: torch.Tensor) -> int:
+    """One past the largest element offset of t."""
+    return 1 + sum((size - 1) * abs(st) for size, st in zip(t.shape, t.stride()))
+
+
+def _decode(hist: list[int]) -> dict:
+    """The counts of verify's columns from the joint histogram (see the module docstring)."""
+    tot = {f"rel_h{b}": 0 for b in range(REL_BUCKETS)}
+    tot.update({f"eps_h{b}": 0 for b in range(EPS_BUCKETS)})
+    tot.update(n_ok=0, exact=0, old_excluded=0, kern_nan=0, ref_nan=0, bad_inf=0)
+    for code, count in enumerate(hist[:BAD_BASE + 8]):
+        if code < BAD_BASE + 1:
+            eb, rb = divmod(code, RB_SPAN)
+            tot["n_ok"] += count
+            tot[f"eps_h{eb}"] += count
+            tot["exact"] += count if eb == 0 else 0
+            if rb == RB_OUT:
+                tot["old_excluded"] += count
+            else:
+                tot[f"rel_h{rb}"] += count
+        else:
+            bits = code - BAD_BASE
+            for bit, name in enumerate(("kern_nan", "ref_nan", "bad_inf")):
+                if bits >> bit & 1:
+                    tot[name] += count
+    return tot
+
+
+def device_totals(kern: torch.Tensor, ref: torch.Tensor, consts: torch.Tensor, *, is_int: bool,
+                  mantissa: int, emin: int) -> tuple[dict, dict]:
+    """Totals of verify's columns, and the flat index of the first worst element of each
+    WORST_COLUMNS maximum, for two tensors of one shape on one device."""
     n = kern.numel()
     assert kern.dim() <= MAX_DIMS and kern.shape == ref.shape and n > 0
-    nblocks = triton.cdiv(n, BLOCK)
-    parts = torch.empty((nblocks, NCOL), dtype=torch.float64, device=kern.device)
+    iters = ITERS if n > MIN_PROGRAMS * ITERS * BLOCK else 1   # small tensors: more, shorter programs
+    progs = triton.cdiv(n, BLOCK * iters)
+    parts = torch.empty((progs, PCOLS), dtype=torch.float64, device=kern.device)
+    hist = torch.empty((progs, NBINS), dtype=torch.int32, device=kern.device)
     shape, ks = _padded(kern)
     _, rs = _padded(ref)
-    # No FMA contraction: d - rtol*|val| must round as the CPU path rounds it.
-    verify_stats_kernel[(nblocks,)](kern, ref, consts, parts, n, *shape[1:], *ks, *rs,
-                                    IS_INT=is_int, MANT=mantissa, EMIN=emin,
-                                    INT_MIN=-2 ** 31, NCOL=NCOL, BLOCK=BLOCK,
-                                    enable_fp_fusion=False)
-    return parts
+    rows = _row_major(shape)
+    layout = 0 if ks == rows and rs == rows else 1 if ks == rs else 2
+    idx64 = max(n, _span(kern), _span(ref)) >= 2 ** 31
+    verify_stats_kernel[(progs,)](kern, ref, consts, parts, hist, n, *shape[1:], *ks, *rs,
+                                  LAYOUT=layout, IDX64=idx64, IS_INT=is_int, MANT=mantissa,
+                                  EMIN=emin, INT_MIN=-2 ** 31, PCOLS=PCOLS, BLOCK=BLOCK,
+                                  ITERS=iters, **COMPILE_OPTIONS)
+    nw = len(WORST_COLUMNS)
+    maxima = torch.cat([parts[:, :nw], parts[:, 2 * nw:2 * nw + 2]], dim=1).amax(0)
+    # The first worst element: the smallest index among the rows that reach the maximum.
+    first = torch.where(parts[:, :nw] == maxima[:nw], parts[:, nw:2 * nw],
+                        float("inf")).amin(0)
+    sums = parts[:, 2 * nw + 2:].sum(0)
+    counts = hist.sum(0, dtype=torch.int64).to(torch.float64)
+    host = torch.cat([maxima, first, sums, counts]).tolist()
+    nm = len(MAX_COLUMNS)
+    tot = dict(zip(MAX_COLUMNS, host[:nm]))
+    at = {col: int(i) for col, i in zip(WORST_COLUMNS, host[nm:nm + nw])}
+    tot.update(zip(SUM_COLUMNS, host[nm + nw:nm + nw + len(SUM_COLUMNS)]))
+    tot.update(_decode([int(c) for c in host[nm + nw + len(SUM_COLUMNS):]]))
+    return tot, at
