@@ -73,8 +73,10 @@ def _ulps(d, avf, IS_INT: tl.constexpr, MANT: tl.constexpr, EMIN: tl.constexpr):
         return d
     e = ((avf.to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
     e = tl.maximum(e, EMIN)
-    eps = ((e - MANT + 1023) << 52).to(tl.float64, bitcast=True)
-    return d / eps
+    # d / 2^(e - MANT) as d * 2^(MANT - e): the same value (a power of two's reciprocal is
+    # exact and so is the product), without float64 division, the kernel's costliest step.
+    inv_eps = ((MANT - e + 1023) << 52).to(tl.float64, bitcast=True)
+    return d * inv_eps
 
 
 @triton.jit
@@ -140,41 +142,40 @@ def verify_stats_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, hist_ptr, n,
         differ = v != k
         bad_inf = (k_inf | (av == float("inf"))) & differ & (k_nan == 0) & (v_nan == 0)
         ok = mask & (k_nan == 0) & (v_nan == 0) & (bad_inf == 0)
+        bad = k_nan.to(tl.int32) | (v_nan.to(tl.int32) << 1) | (bad_inf.to(tl.int32) << 2)
+        n_kinf += tl.sum((mask & k_inf).to(tl.int32), axis=0)
+        if IS_INT:   # the caller poisons int outputs with the int32 minimum; counted apart
+            n_imin += tl.sum((mask & (k_raw == INT_MIN)).to(tl.int32), axis=0)
+        # Each array is reduced as soon as it exists, so that few float64 arrays are live
+        # at once (registers decide how many warps hide the latency of float64 arithmetic).
         # Where ok and differ, both are finite (a differing infinity is bad_inf); zero the
         # rest first so that inf - inf is never computed.
         cmp = ok & differ
         d = tl.abs(tl.where(cmp, v, 0.0) - tl.where(cmp, k, 0.0))
-        avf = tl.where(ok & (av < float("inf")), av, 0.0)
-        akf = tl.where(ok & (ak < float("inf")), ak, 0.0)
-        pos = avf > 0
-        rel = tl.where(pos, d / tl.where(pos, avf, 1.0), 0.0)
-        in_old = ok & (av > floor)
-        rel_old = tl.where(in_old, rel, 0.0)
-        ulps = _ulps(d, avf, IS_INT, MANT, EMIN)
-        excess = tl.where(ok, d - rtol * avf, float("-inf"))
-
         m_abs, i_abs = _first_max(d, base, m_abs, i_abs)
-        m_rel, i_rel = _first_max(rel, base, m_rel, i_rel)
-        m_old, i_old = _first_max(rel_old, base, m_old, i_old)
-        m_eps, i_eps = _first_max(ulps, base, m_eps, i_eps)
-        m_exc, i_exc = _first_max(excess, base, m_exc, i_exc)
-        m_val = tl.maximum(m_val, tl.max(avf, axis=0))
-        m_kern = tl.maximum(m_kern, tl.max(akf, axis=0))
         s_sq += tl.sum(d * d, axis=0)
-        n_kinf += tl.sum((mask & k_inf).to(tl.int32), axis=0)
-        if IS_INT:   # the caller poisons int outputs with the int32 minimum; counted apart
-            n_imin += tl.sum((mask & (k_raw == INT_MIN)).to(tl.int32), axis=0)
-
+        m_kern = tl.maximum(m_kern, tl.max(tl.where(ok & (ak < float("inf")), ak, 0.0), axis=0))
+        avf = tl.where(ok & (av < float("inf")), av, 0.0)
+        m_val = tl.maximum(m_val, tl.max(avf, axis=0))
+        excess = tl.where(ok, d - rtol * avf, float("-inf"))
+        m_exc, i_exc = _first_max(excess, base, m_exc, i_exc)
+        ulps = _ulps(d, avf, IS_INT, MANT, EMIN)
+        m_eps, i_eps = _first_max(ulps, base, m_eps, i_eps)
         # Bucket = 0 for an exact match, else 1 + the number of edges <= the value.
-        rb = tl.zeros([BLOCK], dtype=tl.int32)
-        for j in tl.static_range(_REL_EDGES_C):
-            rb += (rel_old >= tl.load(c_ptr + 2 + j)).to(tl.int32)
-        rb = tl.where(in_old, tl.where(rel_old > 0, rb + 1, 0), _RB_OUT_C)
         eb = tl.zeros([BLOCK], dtype=tl.int32)
         for j in tl.static_range(_EPS_EDGES_C):
             eb += (ulps >= tl.load(c_ptr + 2 + _REL_EDGES_C + j)).to(tl.int32)
         eb = tl.where(ulps > 0, eb + 1, 0)
-        bad = k_nan.to(tl.int32) | (v_nan.to(tl.int32) << 1) | (bad_inf.to(tl.int32) << 2)
+        pos = avf > 0
+        rel = tl.where(pos, d / tl.where(pos, avf, 1.0), 0.0)
+        m_rel, i_rel = _first_max(rel, base, m_rel, i_rel)
+        in_old = ok & (av > floor)
+        rel_old = tl.where(in_old, rel, 0.0)
+        m_old, i_old = _first_max(rel_old, base, m_old, i_old)
+        rb = tl.zeros([BLOCK], dtype=tl.int32)
+        for j in tl.static_range(_REL_EDGES_C):
+            rb += (rel_old >= tl.load(c_ptr + 2 + j)).to(tl.int32)
+        rb = tl.where(in_old, tl.where(rel_old > 0, rb + 1, 0), _RB_OUT_C)
         code = tl.where(ok, eb * _RB_SPAN_C + rb, tl.where(mask, _BAD_BASE_C + bad, _NBINS_C - 1))
         hist += tl.histogram(code, _NBINS_C)
 
