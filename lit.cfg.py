@@ -243,6 +243,9 @@ if device["gpu"]:
     if device["backend"] == "hip" and arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95")):
         features.add("mfma")
         features.add("matrix-cores")
+    if device["backend"] == "hip" and arch.startswith(("gfx908", "gfx90a")):
+        # MI100/MI200 matrix instructions flush fp16/bf16 subnormal inputs to zero.
+        features.add("subnormal-flush")
     if device["backend"] == "cuda" and re.match(r"sm(\d+)", arch) and \
             int(re.match(r"sm(\d+)", arch).group(1)) >= 70:
         features.add("matrix-cores")
@@ -310,6 +313,9 @@ else:
 config.substitutions.extend([
     ("%convgen", convgen),
     ("%random_data", random_data),
+    # fp16/bf16 random tests: the study's range away from zero, [-3,-1] and [1,3]
+    # (inputs.py says why both signs). With random_seed=fixed the range is unused.
+    ("%away_from_zero", "-rand_min 1 -rand_max 3 -rand_both_signs"),
     ("%rms_threshold", rms_threshold),
     ("%abs_threshold", abs_threshold),
     ("%rel_threshold", rel_threshold),

@@ -168,6 +168,21 @@ def test_data_flags():
     assert parse(sizes() + ["-rand=none"]).data.mode == "none"
 
 
+def test_range_away_from_zero_has_both_signs():
+    from convgen.inputs import make_inputs
+    c = parse(sizes() + "-t f16 -rand 3 -rand_min 1 -rand_max 3 -rand_both_signs".split())
+    assert c.data.both_signs
+    for name, t in make_inputs(c.problem, c.data, "cpu").items():
+        x = t.double().flatten()
+        assert ((x.abs() >= 1) & (x.abs() <= 3)).all(), name
+        assert (x < 0).any() and (x > 0).any(), name
+
+
+def test_both_signs_needs_a_magnitude_range():
+    assert error(sizes() + "-rand_min -1 -rand_max 3 -rand_both_signs".split()).startswith(
+        "-rand_both_signs needs -rand_min >= 0")
+
+
 def test_rand_zero_resolves_a_seed():
     d = parse(sizes() + ["-rand", "0"]).data
     assert d.mode == "random" and d.seed > 0

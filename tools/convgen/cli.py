@@ -257,6 +257,7 @@ _COMMON_ROWS: list[Row] = [
     ("rand_max", "rand_max", _float),
     ("rand_type", "rand_type", _words("int", "float")),
     ("rand_side", "rand_side", _words("both", "input", "filter", "output")),
+    ("rand_both_signs", "rand_both_signs", _switch()),
     # kernel
     ("x2", "matrix_cores", _switch()),
     ("mfma", "matrix_cores", _choice({"on": True, "off": False})),
@@ -472,7 +473,8 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]) -> RunConfig:
         raise ConvgenError(f"-rand_min {v['rand_min']:g} is larger than -rand_max {v['rand_max']:g}")
     data = DataSpec(mode=mode, seed=_resolve_seed(mode, seed),
                     lo=v.get("rand_min"), hi=v.get("rand_max"),
-                    rand_type=v.get("rand_type"), side=v.get("rand_side", "both"))
+                    rand_type=v.get("rand_type"), side=v.get("rand_side", "both"),
+                    both_signs=bool(v.get("rand_both_signs", False)))
     inputs.validate(data, problem)
     if mode == "random" and seed == 0:
         argv = argv + ("-rand", str(data.seed))  # so the printed reproducer reruns this data

@@ -1,3 +1,0 @@
-// REQUIRES: gpu
-// RUN: %convgen --operation conv2d -t f32 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=64 -in_channels=256 -out_channels=256 -in_h=14 -in_w=14 -fil_h=3 -fil_w=3 --padding_h=1 --padding_w=1 %pv %random_data -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
-// CHECK: [1 1 1]

@@ -1,0 +1,71 @@
+"""The e2e suite's organisation: generated model tests in sync, coverage of the model
+layers, no retries, and a flakiness script that reports a seed-dependent failure."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_lit_selftest import LIT, REPO, lit_env, make_suite, pytestmark  # noqa: F401
+
+from convgen import models
+
+E2E = REPO / "e2e"
+
+
+def test_generated_model_tests_are_up_to_date():
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "gen-model-tests"), "--check"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("net,table", [("resnet50", models.RESNET50),
+                                       ("mobilenet_v2", models.MOBILENET_V2)])
+def test_every_model_layer_has_every_direction_layout_and_two_batches(net, table):
+    files = sorted((E2E / "models" / net).glob("*.mlir"))
+    assert len(files) == len(table) == len(set(table))
+    for path, layer in zip(files, table):
+        runs = [l for l in path.read_text().splitlines() if l.startswith("// RUN:")]
+        seen = set()
+        for run in runs:
+            op = re.search(r"--operation (\S+)", run).group(1)
+            layout = re.search(r"-in_layout=(\w+)", run).group(1)
+            batch = re.search(r"-batchsize=(\d+)", run).group(1)
+            assert " ".join(models.layer_flags(layer, int(batch))) in run, path.name
+            assert "%random_data %away_from_zero" in run   # fp16/bf16: away from zero
+            seen.add((op, layout, batch))
+        assert {o for o, _, _ in seen} == {"conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"}
+        assert {l for _, l, _ in seen} == {"nchw", "nhwc"}
+        assert len({b for _, _, b in seen}) >= 2
+        assert len(seen) == len(runs) == 12, path.name
+
+
+def test_pr_and_nightly_sets_are_both_populated():
+    nightly = [p for p in E2E.rglob("*.mlir") if "REQUIRES: nightly" in p.read_text()]
+    pr = [p for p in E2E.rglob("*.mlir") if "Output" not in p.parts and p not in nightly]
+    assert len(nightly) >= 25 and len(pr) >= 40
+
+
+def test_no_test_is_retried():
+    texts = [p.read_text() for p in list(E2E.rglob("*.mlir")) + list(REPO.glob("*.py"))
+             + list(REPO.glob("*.in")) + [REPO / "CMakeLists.txt"]]
+    assert not any("ALLOW_RETRIES" in t or "allow_retries" in t for t in texts)
+
+
+def test_flakiness_reports_a_seed_dependent_failure(tmp_path):
+    suite = make_suite(tmp_path / "suite", {
+        "seed.mlir": "// RUN: echo %random_data | FileCheck %s\n// CHECK: -rand 1{{$}}\n"})
+    cmd = [sys.executable, str(REPO / "scripts" / "flakiness"), "--runs", "3",
+           "--json", str(tmp_path / "f.json")]
+    if LIT.startswith(str(REPO / ".pydeps")):
+        cmd += ["--lit", f"{sys.executable} {LIT}"]
+    p = subprocess.run(cmd + ["--", str(suite)], capture_output=True, text=True, env=lit_env(),
+                       timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "3 runs, 3 test runs, 2 failures" in p.stdout
+    assert re.search(r"seed\.mlir: failed with seeds 2, 3", p.stdout), p.stdout
+    data = json.loads((tmp_path / "f.json").read_text())
+    assert [r["failed"] != [] for r in data["runs"]] == [False, True, True]
