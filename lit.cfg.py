@@ -260,6 +260,13 @@ if device["gpu"]:
 else:
     features.add("interpreter")
     config.environment["TRITON_INTERPRET"] = "1"
+# fp8: which types this device runs is backend.py's knowledge (plain Python, no torch import)
+sys.path.insert(0, os.path.join(SRC_ROOT, "tools"))
+from convgen.backend import FP8_TYPES, Backend  # noqa: E402
+_be = Backend(device["backend"], arch, int(device.get("warp_size", 1)))
+for _t in FP8_TYPES:
+    if _be.type_unsupported(_t) is None:
+        features.add(_t.replace("_", "-"))   # fp8-e4m3, fp8-e5m2, fp8-e4m3fnuz, fp8-e5m2fnuz
 if flag("nightly"):
     features.add("nightly")
 lit_config.note("conv-e2e: device %s (%s), FileCheck %s, convgen %s"

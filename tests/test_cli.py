@@ -89,7 +89,9 @@ def test_operations(op, direction):
 
 @pytest.mark.parametrize("t,name", [("f32", "f32"), ("fp32", "f32"), ("f16", "f16"),
                                     ("fp16", "f16"), ("bf16", "bf16"), ("i8", "i8"),
-                                    ("int8", "i8")])
+                                    ("int8", "i8"), ("fp8", "fp8_e4m3"), ("bf8", "fp8_e5m2"),
+                                    ("f8E4M3FN", "fp8_e4m3"), ("fp8_e5m2", "fp8_e5m2"),
+                                    ("f8E4M3FNUZ", "fp8_e4m3fnuz"), ("f8E5M2FNUZ", "fp8_e5m2fnuz")])
 def test_types(t, name):
     assert parse(sizes() + ["-t", t]).problem.dtype.name == name
 
@@ -385,3 +387,23 @@ def test_python_m_convgen_errors(case, subprocess_results):
     assert len(lines) == 1 and lines[0].startswith("convgen: error:"), err
     assert BAD[case][1] in lines[0]
     assert "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize("backend,t,want", [
+    (("cuda", "sm80", 32), "fp8", "-t fp8_e4m3 needs an NVIDIA GPU of sm89 or newer, this one is sm80"),
+    (("cuda", "sm90", 32), "f8E5M2FNUZ", "(AMD's fnuz fp8) is not supported on NVIDIA GPUs (sm90)"),
+    (("hip", "gfx1100", 32), "bf8", "-t fp8_e5m2 is not supported on gfx1100"),
+])
+def test_fp8_refused_cleanly_where_the_device_has_none(capsys, monkeypatch, backend, t, want):
+    """The type is known, the device cannot run it: one line, exit 2, before any kernel or output."""
+    import convgen.backend as be
+    import convgen.driver as driver
+    monkeypatch.setattr(be, "ensure_interpreter_if_no_gpu", lambda: None)
+    monkeypatch.setattr(be, "current", lambda: be.Backend(*backend))
+    import convgen.inputs as inputs
+    monkeypatch.setattr(inputs, "make_inputs", lambda *a: pytest.fail("inputs were made"))
+    assert driver.backends is be
+    assert cli.main(sizes() + ["-t", t, "-pv"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.startswith("convgen: error: ") and want in cap.err
+    assert cap.err.count("\n") == 1

@@ -90,3 +90,43 @@ def test_verify_kernel_compiles_without_fused_float64(survey, target):
     assert row["f64_fmas"] < row["f64_fmas_if_fused"], row
     if target in NVIDIA:
         assert row["f64_fmas"] == 0, row
+
+
+FP8_NATIVE = {  # target -> (type -> the matrix instruction's operand spelling when native)
+    "sm90": {"fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2"},
+    "gfx942": {"fp8_e4m3fnuz": "fp8_fp8", "fp8_e5m2fnuz": "bf8_bf8"},
+    "gfx950": {"fp8_e4m3": "fp8_fp8", "fp8_e5m2": "bf8_bf8"},
+}
+
+
+@pytest.mark.parametrize("target", AMD + NVIDIA)
+def test_fp8_claims_compile_and_reach_matrix_cores(survey, target):
+    """Every fp8 type the backend accepts compiles on both paths; the dot path uses matrix
+    instructions (the archs' own fp8 ones where they have them), the FMA path none."""
+    rows = [r for r in survey if r["target"] == target and r["dtype"].startswith("fp8")]
+    claimed = {r["dtype"] for r in rows if r["path"] != "unsupported"}
+    assert {"fp8_e4m3", "fp8_e5m2"} <= claimed, rows
+    for row in rows:
+        if row["path"] == "dot":
+            assert row["matrix"], row
+            native = FP8_NATIVE.get(target, {}).get(row["dtype"])
+            if native:
+                assert any(native in i for i in row["matrix"]), row
+        elif row["path"] == "fma":
+            assert row["matrix"] == [] and row["fma"], row
+
+
+def test_fp8_support_table():
+    from convgen.backend import Backend
+    assert Backend("cuda", "sm80", 32).type_unsupported("fp8_e4m3") == \
+        "-t fp8_e4m3 needs an NVIDIA GPU of sm89 or newer, this one is sm80"
+    assert Backend("cuda", "sm90", 32).type_unsupported("fp8_e4m3fnuz")
+    assert Backend("hip", "gfx90a", 64).type_unsupported("fp8_e5m2fnuz")
+    assert Backend("hip", "gfx1100", 32).type_unsupported("fp8_e4m3")
+    assert Backend("hip", "gfx942", 64).type_unsupported("fp8_e4m3fnuz") is None
+    assert Backend("interpreter", "interpreter", 1).type_unsupported("fp8_e5m2fnuz") is None
+    from convgen.backend import FP8_TYPES
+    from convgen.dtypes import TYPES
+    assert set(FP8_TYPES) == {name for name, t in TYPES.items() if t.is_fp8}
+    for t in ("f32", "f16", "bf16", "i8"):
+        assert Backend("cuda", "sm70", 32).type_unsupported(t) is None

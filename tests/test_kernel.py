@@ -63,6 +63,19 @@ def test_i8_forward_is_exact(use_dot):
     assert torch.equal(out.double(), ref)
 
 
+@pytest.mark.parametrize("use_dot", [True, False], ids=["dot", "fma"])
+@pytest.mark.parametrize("dtype,direction", [
+    (t, d) for t in ("fp8_e4m3", "fp8_e5m2") for d in ("fwd", "bwd_data", "bwd_weight")
+] + [("fp8_e4m3fnuz", "fwd"), ("fp8_e5m2fnuz", "bwd_weight")])
+def test_fp8_inputs_fp32_output(dtype, direction, use_dot):
+    p = make_problem(direction=direction, dtype=elem_type(dtype), n=2, g=1, c_total=7, k_total=5,
+                     hi=6, wi=5, y=3, x=3, stride=(2, 1), pad=(1, 1, 0, 1), layouts=LAYOUTS["nhwc"])
+    out, ref = _run(p, use_dot)
+    assert out.dtype == torch.float32
+    assert make_inputs(p, DataSpec(seed=1), "cpu")[p.reads[0]].dtype == p.dtype.torch_in
+    _check(p, out, ref)
+
+
 @pytest.mark.parametrize("seed", range(24))
 def test_random_geometries(seed):
     rng = random.Random(seed)

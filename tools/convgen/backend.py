@@ -13,6 +13,8 @@ from dataclasses import dataclass
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 AMD_ONLY_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+# the `-t` names (dtypes.py) of the fp8 types, whose support depends on the device
+FP8_TYPES = ("fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,29 @@ class Backend:
         if self.kind == "hip":
             return self.arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95"))
         return True  # the interpreter emulates tl.dot
+
+    def type_unsupported(self, type_name: str) -> str | None:
+        """Why this device cannot run `-t type_name`, or None when it can.
+
+        Only fp8 is limited. What Triton can compile was checked by cross-compiling
+        (tests/test_isa.py): OCP fp8 dots need sm89+ on NVIDIA (sm80 has no e4m3
+        conversion); AMD gfx90a/gfx942 run OCP fp8 on fp16 matrix cores after an
+        exact upcast, gfx950 natively; the fnuz formats are gfx942's own (gfx950
+        upcasts them), and NVIDIA has none. The interpreter emulates all of them.
+        """
+        if not type_name.startswith("fp8") or self.interpreter:
+            return None
+        fnuz = type_name.endswith("fnuz")
+        if self.kind == "cuda":
+            if fnuz:
+                return f"-t {type_name} (AMD's fnuz fp8) is not supported on NVIDIA GPUs ({self.arch})"
+            if int("0" + "".join(ch for ch in self.arch if ch.isdigit())) < 89:
+                return f"-t {type_name} needs an NVIDIA GPU of sm89 or newer, this one is {self.arch}"
+            return None
+        ok = ("gfx94", "gfx95") if fnuz else ("gfx90a", "gfx94", "gfx95")
+        if not self.arch.startswith(ok):
+            return f"-t {type_name} is not supported on {self.arch} (supported: {', '.join(ok)}*)"
+        return None
 
     def launch_options(self, options: dict) -> dict:
         """Drop AMD-only compile options unless the backend is HIP (CUDA raises KeyError on them)."""

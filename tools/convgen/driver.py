@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from convgen import backend as backends
+from convgen.errors import ConvgenError
 from convgen.options import RunConfig
 
 
@@ -31,7 +32,8 @@ def _flush_subnormals(t, dtype):
     """Zero inputs below the smallest normal of their type (MI200 matrix-core behaviour)."""
     import torch
     tiny = torch.finfo(dtype).tiny
-    return torch.where(t.abs() < tiny, torch.zeros_like(t), t)
+    wide = t.float()  # torch has no comparisons on fp8; every narrow value is exact in fp32
+    return torch.where(wide.abs() < tiny, torch.zeros_like(wide), wide).to(t.dtype)
 
 
 def _accumulation(config: RunConfig):
@@ -88,6 +90,9 @@ def execute(config: RunConfig, say=_say) -> Outcome:
     from convgen.kernels.launch import run_conv
 
     p = config.problem
+    why = be.type_unsupported(p.dtype.name)
+    if why:
+        raise ConvgenError(why)
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
     cfg = kconfig.choose(p, be, use_dot, config.kernel.perf_config)
@@ -172,8 +177,8 @@ def _dump(folder: str, tensors, out, ref) -> None:
     items = {**{k: v for k, v in tensors.items()}, "kernel": out, "reference": ref}
     for name, t in items.items():
         arr = t.detach().cpu()
-        if arr.dtype == torch.bfloat16:
-            arr = arr.float()  # numpy has no bfloat16; every bf16 value is exact in fp32
+        if arr.dtype == torch.bfloat16 or arr.dtype.itemsize == 1 and arr.dtype.is_floating_point:
+            arr = arr.float()  # numpy has no bfloat16 or fp8; every such value is exact in fp32
         path = os.path.join(folder, f"{name}.npy")
         tmp = path + ".tmp.npy"
         np.save(tmp, arr.contiguous().numpy())

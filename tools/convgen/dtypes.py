@@ -36,6 +36,10 @@ class ElemType:
         return 0.0 if self.is_int else 2.0 ** -(self.mantissa_acc + 1)
 
     @property
+    def is_fp8(self) -> bool:
+        return self.torch_in.itemsize == 1 and not self.is_int
+
+    @property
     def default_rand_range(self) -> tuple[float, float]:
         return (-5.0, 5.0) if self.is_int else (-1.0, 1.0)
 
@@ -47,8 +51,19 @@ TYPES: dict[str, ElemType] = {
     "bf16": ElemType("bf16", torch.bfloat16, torch.bfloat16, False, 7, 7, 23),
     # i8 forward: int8 inputs, exact int32 accumulation and output.
     "i8": ElemType("i8", torch.int8, torch.int32, True, 0, 0, 0),
+    # fp8 inputs, fp32 accumulation and output (products of two fp8 values are exact in fp32).
+    # OCP formats (NVIDIA sm89+, AMD gfx950; other AMD matrix cores through an exact fp16 upcast)
+    "fp8_e4m3": ElemType("fp8_e4m3", torch.float8_e4m3fn, _F32, False, 3, 23, 23),
+    "fp8_e5m2": ElemType("fp8_e5m2", torch.float8_e5m2, _F32, False, 2, 23, 23),
+    # the "fnuz" variants that MI300 (gfx942) matrix cores take natively: no -0, no inf
+    "fp8_e4m3fnuz": ElemType("fp8_e4m3fnuz", torch.float8_e4m3fnuz, _F32, False, 3, 23, 23),
+    "fp8_e5m2fnuz": ElemType("fp8_e5m2fnuz", torch.float8_e5m2fnuz, _F32, False, 2, 23, 23),
 }
-ALIASES = {"fp32": "f32", "fp16": "f16", "half": "f16", "float": "f32", "int8": "i8"}
+# rocMLIR says fp8/bf8 and MLIR f8E4M3FN etc.; lower-cased before lookup.
+ALIASES = {"fp32": "f32", "fp16": "f16", "half": "f16", "float": "f32", "int8": "i8",
+           "fp8": "fp8_e4m3", "bf8": "fp8_e5m2", "f8e4m3fn": "fp8_e4m3", "f8e5m2": "fp8_e5m2",
+           "f8e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2",
+           "f8e4m3fnuz": "fp8_e4m3fnuz", "f8e5m2fnuz": "fp8_e5m2fnuz"}
 
 
 def elem_type(name: str) -> ElemType:

@@ -45,6 +45,7 @@ class KernelConfig:
 
 
 _ORDER = [f.name for f in fields(KernelConfig)]
+MIN_BLOCK_K_1BYTE = 32
 
 
 def _pow2(v: int) -> bool:
@@ -80,6 +81,10 @@ def validate(cfg: KernelConfig, problem: ConvProblem, use_dot: bool) -> None:
             raise ConvgenError(f"-perf_config {name}={getattr(cfg, name)} must be a power of two")
     if use_dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
         raise ConvgenError("-perf_config block sizes must be at least 16 on the matrix-core path")
+    if use_dot and problem.dtype.torch_in.itemsize == 1 and cfg.block_k < MIN_BLOCK_K_1BYTE:
+        # 8-bit matrix instructions (mma k32, wgmma k32, MFMA x16/x32) reduce 32 at a time
+        raise ConvgenError(f"-perf_config block_k={cfg.block_k}: {problem.dtype.name} on the "
+                           f"matrix-core path needs block_k >= {MIN_BLOCK_K_1BYTE}")
     if cfg.num_stages < 1 or cfg.split < 1:
         raise ConvgenError("-perf_config num_stages and split must be at least 1")
     if cfg.split > 1 and problem.direction != BWD_WEIGHT:
@@ -93,7 +98,7 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
         # few, large tiles.
         return KernelConfig(block_m=min(256, max(16, _next_pow2(m))),
                             block_n=min(128, max(16, _next_pow2(n))),
-                            block_k=min(64, max(16, _next_pow2(r))) if use_dot else 1,
+                            block_k=min(64, max(_min_block_k(problem), _next_pow2(r))) if use_dot else 1,
                             num_warps=4, num_stages=1, split=1)
     bn = 128 if n >= 128 else max(16, _next_pow2(n))
     bm = 128 if m >= 128 else max(16, _next_pow2(m))
@@ -110,6 +115,10 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
         cfg = replace(cfg, waves_per_eu=2 if bm * bn >= 128 * 128 else 0, matrix_instr_nonkdim=16,
                       kpack=1)
     return cfg
+
+
+def _min_block_k(problem: ConvProblem) -> int:
+    return MIN_BLOCK_K_1BYTE if problem.dtype.torch_in.itemsize == 1 else 16
 
 
 def _split(problem: ConvProblem, bm: int, bn: int) -> int:

@@ -81,8 +81,8 @@ def conv_ref_fwd_kernel(
                 ok = ok_h & (wi >= 0) & (wi < WI)
                 x_off = tl.where(ok, x_base + c * sx_c + hi * sx_h + wi * sx_w, 0)  # input (n, g, c, hi, wi)
                 w_off = w_base + c * sw_c + fy * sw_y + fx * sw_x                    # filter (g, k, c, y, x)
-                a = tl.load(x_ptr + x_off, mask=ok, other=0)
-                b = tl.load(w_ptr + w_off, mask=live, other=0)
+                a = tl.load(x_ptr + x_off, mask=ok, other=0.0)
+                b = tl.load(w_ptr + w_off, mask=live, other=0.0)
                 acc = _mac(acc, a, b, ACC_INT)
     y_off = n * sy_n + g * sy_g + k * sy_k + ho * sy_h + wo * sy_w  # output (n, g, k, ho, wo)
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=live)
@@ -124,8 +124,8 @@ def conv_ref_bwd_data_kernel(
             pix = tl.where(ok, y_base + ho * sy_h + wo * sy_w, 0)   # output gradient (n, g, :, ho, wo)
             tap = w_base + fy * sw_y + fx * sw_x                    # filter (g, :, c, y, x)
             for k in range(0, K):
-                a = tl.load(y_ptr + pix + k * sy_k, mask=ok, other=0)
-                b = tl.load(w_ptr + tap + k * sw_k, mask=live, other=0)
+                a = tl.load(y_ptr + pix + k * sy_k, mask=ok, other=0.0)
+                b = tl.load(w_ptr + tap + k * sw_k, mask=live, other=0.0)
                 acc = _mac(acc, a, b, ACC_INT)
     x_off = n * sx_n + g * sx_g + c * sx_c + hi * sx_h + wi * sx_w  # input gradient (n, g, c, hi, wi)
     tl.store(x_ptr + x_off, acc.to(x_ptr.dtype.element_ty), mask=live)
@@ -168,8 +168,8 @@ def conv_ref_bwd_weight_kernel(
                 ok = ok_h & (wi >= 0) & (wi < WI)
                 x_off = tl.where(ok, n * sx_n + x_gc + hi * sx_h + wi * sx_w, 0)  # input (n, g, c, hi, wi)
                 y_off = n * sy_n + y_gk + ho * sy_h + wo * sy_w                    # out grad (n, g, k, ho, wo)
-                a = tl.load(y_ptr + y_off, mask=live, other=0)
-                b = tl.load(x_ptr + x_off, mask=ok, other=0)
+                a = tl.load(y_ptr + y_off, mask=live, other=0.0)
+                b = tl.load(x_ptr + x_off, mask=ok, other=0.0)
                 acc = _mac(acc, a, b, ACC_INT)
     # filter gradient (g, k, c, y, x) of this part; PART_STRIDE is 0 when there is one part
     w_off = part * PART_STRIDE + g * sw_g + k * sw_k + c * sw_c + fy * sw_y + fx * sw_x

@@ -103,9 +103,9 @@ def conv_gemm_kernel(
             a_mask = (m_ok[:, None] & r_ok[None, :] & (hi >= 0) & (hi < HI)
                       & (wi >= 0) & (wi < WI))
             a = tl.load(a_row[:, None] + (c * sx_c + fy * DH * sx_h + fx * DW * sx_w)[None, :],
-                        mask=a_mask, other=0)
+                        mask=a_mask, other=0.0)
             b = tl.load(b_col[None, :] + (c * sw_c + fy * sw_y + fx * sw_x)[:, None],
-                        mask=r_ok[:, None] & n_ok[None, :], other=0)
+                        mask=r_ok[:, None] & n_ok[None, :], other=0.0)
             acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT)
         out = y_ptr + g * sy_g + (n_ * sy_n + ho * sy_h + wo * sy_w)[:, None] + (rn * sy_k)[None, :]
         tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
@@ -155,11 +155,11 @@ def conv_gemm_kernel(
                 a_mask = (m_ok[:, None] & r_ok[None, :] & (ho >= 0) & (ho < HO)
                           & (wo >= 0) & (wo < WO))
                 a_off = k * sy_k - jy * (YSTEP * DH // SH) * sy_h - jx * (XSTEP * DW // SW) * sy_w
-                a = tl.load(a_row[:, None] + a_off[None, :], mask=a_mask, other=0)
+                a = tl.load(a_row[:, None] + a_off[None, :], mask=a_mask, other=0.0)
                 fy = y0 + jy * YSTEP
                 fx = x0 + jx * XSTEP
                 b = tl.load(b_col[None, :] + (k * sw_k + fy * sw_y + fx * sw_x)[:, None],
-                            mask=r_ok[:, None] & n_ok[None, :], other=0)
+                            mask=r_ok[:, None] & n_ok[None, :], other=0.0)
                 acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT)
             out = x_ptr + g * sx_g + (n_ * sx_n + hi * sx_h + wi * sx_w)[:, None] + (rn * sx_c)[None, :]
             tl.store(out, acc.to(x_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
@@ -185,13 +185,13 @@ def conv_gemm_kernel(
             n_, ho, wo = _split3(rk, HO, WO, False, N)
             r_ok = rk < r_end
             a = tl.load(a_row[:, None] + (n_ * sy_n + ho * sy_h + wo * sy_w)[None, :],
-                        mask=m_ok[:, None] & r_ok[None, :], other=0)
+                        mask=m_ok[:, None] & r_ok[None, :], other=0.0)
             hi = (ho * SH)[:, None] + hi_col[None, :]
             wi = (wo * SW)[:, None] + wi_col[None, :]
             b_mask = (r_ok[:, None] & n_ok[None, :] & (hi >= 0) & (hi < HI)
                       & (wi >= 0) & (wi < WI))
             b = tl.load(b_col[None, :] + (n_ * sx_n + ho * SH * sx_h + wo * SW * sx_w)[:, None],
-                        mask=b_mask, other=0)
+                        mask=b_mask, other=0.0)
             acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT)
         o_mask = m_ok[:, None] & n_ok[None, :]
         if SPLIT == 1:

@@ -23,6 +23,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from convgen.backend import FP8_TYPES
+
 TARGETS = {
     "gfx90a": GPUTarget("hip", "gfx90a", 64),
     "gfx942": GPUTarget("hip", "gfx942", 64),
@@ -32,7 +34,8 @@ TARGETS = {
 }
 MATRIX_RE = {"hip": re.compile(r"\bv_mfma\w*"), "cuda": re.compile(r"\b(?:wgmma|mma)\.[\w.]+")}
 _TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "i8",
-                 "int32": "i32", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
+                 "int32": "i32", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+                 "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16"}
 
 
 def pointer_type(dtype) -> str:
@@ -171,6 +174,27 @@ def survey(targets) -> list[dict]:
         rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": "i8",
                      "path": "dot", "matrix": matrix_instructions(k, target), "tf32": False,
                      "fma": False})
+        rows.extend(_fp8_rows(target))
+    return rows
+
+
+def _fp8_rows(target: str) -> list[dict]:
+    """fp8 forward on both paths, for each fp8 type the backend claims (backend.type_unsupported):
+    the claim must compile, and the dot path must reach matrix instructions."""
+    from convgen.backend import Backend
+    be = Backend(TARGETS[target].backend, target, TARGETS[target].warp_size)
+    rows = []
+    for dtype in FP8_TYPES:
+        if be.type_unsupported(dtype):
+            rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": dtype,
+                         "path": "unsupported", "matrix": [], "tf32": False, "fma": False})
+            continue
+        for use_dot in (True, False):
+            asm = assembly(compile_conv("fwd", dtype, use_dot, target, CHANNELS_LAST), target)
+            rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": dtype,
+                         "path": "dot" if use_dot else "fma",
+                         "matrix": sorted(set(MATRIX_RE[TARGETS[target].backend].findall(asm))),
+                         "tf32": False, "fma": _has_fma(asm, target)})
     return rows
 
 
