@@ -114,19 +114,3 @@ def test_fp8_claims_compile_and_reach_matrix_cores(survey, target):
                 assert any(native in i for i in row["matrix"]), row
         elif row["path"] == "fma":
             assert row["matrix"] == [] and row["fma"], row
-
-
-def test_fp8_support_table():
-    from convgen.backend import Backend
-    assert Backend("cuda", "sm80", 32).type_unsupported("fp8_e4m3") == \
-        "-t fp8_e4m3 needs an NVIDIA GPU of sm89 or newer, this one is sm80"
-    assert Backend("cuda", "sm90", 32).type_unsupported("fp8_e4m3fnuz")
-    assert Backend("hip", "gfx90a", 64).type_unsupported("fp8_e5m2fnuz")
-    assert Backend("hip", "gfx1100", 32).type_unsupported("fp8_e4m3")
-    assert Backend("hip", "gfx942", 64).type_unsupported("fp8_e4m3fnuz") is None
-    assert Backend("interpreter", "interpreter", 1).type_unsupported("fp8_e5m2fnuz") is None
-    from convgen.backend import FP8_TYPES
-    from convgen.dtypes import TYPES
-    assert set(FP8_TYPES) == {name for name, t in TYPES.items() if t.is_fp8}
-    for t in ("f32", "f16", "bf16", "i8"):
-        assert Backend("cuda", "sm70", 32).type_unsupported(t) is None

@@ -31,8 +31,20 @@ def test_f32_auto_includes_product_rounding():
     gamma = LAMBDA * math.sqrt(4608) * 2 * F32_ACC
     assert r.rms == pytest.approx(2.0 ** -23 + 2.0 ** -24 + gamma, rel=1e-15)
     assert r.rel_auto[0] == 2.0 ** -23 + 2.0 ** -24
-    assert r.rel_auto[1] == pytest.approx(gamma + 2.0 ** -149, rel=1e-15)
+    # mixed-sign sums: the products' errors measured against max|val|, LAMBDA wide
+    assert r.rel_auto[1] == pytest.approx(gamma + LAMBDA * 2.0 ** -24 + 2.0 ** -149, rel=1e-15)
+    assert r.abs == pytest.approx(2.0 ** -23 + LAMBDA * 2.0 ** -24 + gamma + 2.0 ** -149, rel=1e-15)
     assert r.how == ("auto", "auto", "auto")
+
+
+def test_tf32_products_widen_the_element_wise_floor():
+    """tf32 operands lose 13 bits each: u_comp = 2^-9, and with mixed signs the worst
+    element's product error is measured against max|val| (the H100 failure without it)."""
+    acc = Accumulation(n=576, u_comp=2.0 ** -9, u_acc=F32_ACC)
+    r = resolve(Thresholds(), torch.float32, acc, ref_max_abs=2.0)
+    gamma = LAMBDA * math.sqrt(576) * 2 * F32_ACC
+    assert r.rel_auto == pytest.approx((2.0 ** -23 + 2.0 ** -9, (gamma + LAMBDA * 2.0 ** -9) * 2.0))
+    assert r.rms == pytest.approx(2.0 ** -23 + 2.0 ** -9 + gamma)
 
 
 def test_given_numbers_stay():
@@ -80,6 +92,6 @@ def test_documented_table_matches_the_formulas():
     for name, n, rms, abs_k, dmin, rtol, atol_k in rows:
         u_comp = 2.0 ** -24 if name == "f32" else 0.0
         t = tolerance.terms(dtypes[name], Accumulation(int(n), u_comp, F32_ACC))
-        for doc, value in ((rms, t.rms), (abs_k, t.rms), (dmin, t.denorm_min), (rtol, t.rtol),
-                           (atol_k, t.gamma)):
+        for doc, value in ((rms, t.rms), (abs_k, t.abs_k), (dmin, t.denorm_min), (rtol, t.rtol),
+                           (atol_k, t.atol_k)):
             assert float(doc) == pytest.approx(value, rel=1e-3), (name, n)

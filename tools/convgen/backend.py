@@ -72,6 +72,21 @@ class Backend:
             return f"-t {type_name} is not supported on {self.arch} (supported: {', '.join(ok)}*)"
         return None
 
+    def dot_u_acc(self, type_name: str, max_num_imprecise_acc: int | None) -> float | None:
+        """The accumulator's unit roundoff on the matrix-core path when it is not fp32's.
+
+        NVIDIA's fp8 matrix units (sm89+) keep about 14 bits while they sum products,
+        then hand the sum to the fp32 accumulator; Triton promotes to fp32 after every
+        instruction only when max_num_imprecise_acc is 0 (convgen's default for fp8).
+        Measured on an H100 (docs/fp8-tf32-h100.md): exact with 0, RMS about 6e-5 of
+        max|val| with Triton's own default. 2^-15 with the verifier's 2*u_acc for
+        truncation is 14 bits. AMD's fp8 MFMA and the interpreter accumulate in fp32.
+        """
+        if (self.kind == "cuda" and type_name in FP8_TYPES
+                and (max_num_imprecise_acc is None or max_num_imprecise_acc > 0)):
+            return 2.0 ** -15
+        return None
+
     def launch_options(self, options: dict) -> dict:
         """Drop AMD-only compile options unless the backend is HIP (CUDA raises KeyError on them)."""
         if self.is_hip:

@@ -36,19 +36,20 @@ def _flush_subnormals(t, dtype):
     return torch.where(wide.abs() < tiny, torch.zeros_like(wide), wide).to(t.dtype)
 
 
-def _accumulation(config: RunConfig):
+def _accumulation(config: RunConfig, be, cfg):
     from convgen.tolerance import Accumulation
     p = config.problem
     et = p.dtype
     if et.is_int:
         return Accumulation(n=p.accumulations, u_comp=0.0, u_acc=0.0)
-    # Products of fp16/bf16 inputs are exact in fp32; fp32 products round once,
-    # or to tf32's 10-bit mantissa when the dot runs in tf32.
+    # Products of fp16/bf16/fp8 inputs are exact in fp32; fp32 products round once,
+    # and tf32 drops 13 bits of each operand (up to 2^-10 each: 2^-9 a product).
+    dot = config.kernel.use_matrix_cores
     u_comp = 0.0
     if et.name == "f32":
-        u_comp = 2.0 ** -11 if (config.kernel.use_matrix_cores and
-                                config.kernel.input_precision != "ieee") else 2.0 ** -24
-    return Accumulation(n=p.accumulations, u_comp=u_comp, u_acc=et.u_acc)
+        u_comp = 2.0 ** -9 if (dot and config.kernel.input_precision != "ieee") else 2.0 ** -24
+    u_acc = (be.dot_u_acc(et.name, cfg.max_num_imprecise_acc) if dot else None) or et.u_acc
+    return Accumulation(n=p.accumulations, u_comp=u_comp, u_acc=u_acc)
 
 
 def _reference(config: RunConfig, tensors, device: str):
@@ -126,7 +127,7 @@ def execute(config: RunConfig, say=_say) -> Outcome:
 
     t0 = time.perf_counter()
     outcome.result = verify.verify(out, outcome.ref, p.dtype.torch_out, config.thresholds,
-                                   _accumulation(config), dim_names=_dim_names(p.writes))
+                                   _accumulation(config, be, cfg), dim_names=_dim_names(p.writes))
     timer("verify", t0)
     return outcome
 

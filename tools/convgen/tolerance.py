@@ -4,20 +4,25 @@ A threshold is a float (kept as given), "auto" (derived below), or None (the
 type's default). The derivation, in one place:
 
     u_out  = 2^-(mantissa_out + 1)     unit roundoff of the output type (0 for int32)
-    u_comp = unit roundoff of one product (0 when exact: fp16*fp16 in fp32;
-             2^-24 for fp32*fp32; 2^-11 for tf32)
+    u_comp = relative error of one product (0 when exact: fp16, bf16, fp8 in fp32;
+             2^-24 for fp32*fp32; 2^-9 for tf32, whose operands may each be truncated
+             to 10 fraction bits, 2^-10 apiece)
     u_acc  = unit roundoff of the accumulator (2^-24 for fp32, 0 for int32)
     gamma  = LAMBDA * sqrt(n) * (2 * u_acc)
 
     rms_tol = 2*u_out + u_comp + gamma
-    abs_tol = (2*u_out + u_comp + gamma) * max|val| + denorm_min
+    abs_tol = (2*u_out + LAMBDA*u_comp + gamma) * max|val| + denorm_min
     rel     = element-wise: |val - kern| <= rtol*|val| + atol, for every element,
-              rtol = 2*u_out + u_comp,  atol = gamma * max|val| + denorm_min
+              rtol = 2*u_out + u_comp,  atol = (gamma + LAMBDA*u_comp) * max|val| + denorm_min
 
 Why these terms:
 - 2*u_out: the kernel and the reference each round once to the output type, so
   two results that agree before rounding can still differ by one ULP.
-- u_comp: each product rounds once before it is added.
+- u_comp: each product is off by up to u_comp before it is added. With same-sign
+  terms that is u_comp*|val| (rtol). With mixed signs the n errors add like a
+  random walk, as the terms do: about u_comp*|val|/4 for a typical element, and up
+  to about u_comp*max|val| for the worst one of many; LAMBDA*u_comp*max|val| covers
+  that in abs_tol and atol (tf32 through tensor cores fails without it).
 - gamma: summing n terms in a float accumulator. The worst case grows like n*u;
   Higham & Mary's probabilistic bound, which holds unless the rounding errors
   conspire, grows like LAMBDA*sqrt(n)*u. 2*u_acc (not u_acc) covers matrix
@@ -39,12 +44,13 @@ A rel threshold given as a number is compared with maxRelDiff as is.
 Default table (threshold None). Floats: "auto"; int32 outputs: exact (0, and
 the rel bit requires every element to be equal). The numbers, with an fp32
 accumulator (u_acc = 2^-24), exact fp16/bf16 products and IEEE fp32 products
-(u_comp = 2^-24); abs_tol and atol scale with M = max|val|:
+(u_comp = 2^-24); abs_tol and atol scale with M = max|val|. fp8 inputs give an
+fp32 output with exact products: the f32 rows with u_comp = 0 (very close).
 
 | type | n    | rms_tol  | abs_tol                   | rel rtol | rel atol                  |
 |------|------|----------|---------------------------|----------|---------------------------|
-| f32  | 576  | 1.162e-5 | 1.162e-5 * M + 1.401e-45  | 1.788e-7 | 1.144e-5 * M + 1.401e-45  |
-| f32  | 4608 | 3.255e-5 | 3.255e-5 * M + 1.401e-45  | 1.788e-7 | 3.237e-5 * M + 1.401e-45  |
+| f32  | 576  | 1.162e-5 | 1.180e-5 * M + 1.401e-45  | 1.788e-7 | 1.168e-5 * M + 1.401e-45  |
+| f32  | 4608 | 3.255e-5 | 3.273e-5 * M + 1.401e-45  | 1.788e-7 | 3.261e-5 * M + 1.401e-45  |
 | f16  | 576  | 9.880e-4 | 9.880e-4 * M + 5.960e-8   | 9.766e-4 | 1.144e-5 * M + 5.960e-8   |
 | f16  | 4608 | 1.009e-3 | 1.009e-3 * M + 5.960e-8   | 9.766e-4 | 3.237e-5 * M + 5.960e-8   |
 | bf16 | 576  | 7.824e-3 | 7.824e-3 * M + 9.184e-41  | 7.812e-3 | 1.144e-5 * M + 9.184e-41  |
@@ -130,6 +136,16 @@ class Terms:
     def rms(self) -> float:
         return self.u_out2 + self.u_comp + self.gamma
 
+    @property
+    def atol_k(self) -> float:
+        """The element-wise floor, as a multiple of max|val|."""
+        return self.gamma + LAMBDA * self.u_comp
+
+    @property
+    def abs_k(self) -> float:
+        """maxAbsDiff's threshold, as a multiple of max|val|."""
+        return self.u_out2 + LAMBDA * self.u_comp + self.gamma
+
 
 def terms(dtype: torch.dtype, accum: Accumulation | None) -> Terms:
     t = out_type(dtype)
@@ -191,9 +207,9 @@ def resolve(thresholds, out_dtype: torch.dtype, accum: Accumulation | None,
     m = float(ref_max_abs) if math.isfinite(ref_max_abs) else 0.0
     rms, abs_, rel = (_given(v) for v in (thresholds.rms, thresholds.abs, thresholds.rel))
     rms = tm.rms if rms is None else rms
-    abs_ = tm.rms * m + tm.denorm_min if abs_ is None else abs_
+    abs_ = tm.abs_k * m + tm.denorm_min if abs_ is None else abs_
     rel_auto = None
     if rel is None:
-        rel, rel_auto = tm.rtol, (tm.rtol, tm.gamma * m + tm.denorm_min)
+        rel, rel_auto = tm.rtol, (tm.rtol, tm.atol_k * m + tm.denorm_min)
     how = tuple(_how(v) for v in (thresholds.rms, thresholds.abs, thresholds.rel))
     return Resolved(rms, abs_, rel, rel_auto, how)

@@ -3,13 +3,20 @@
 `-perf_config` takes comma-separated `key=value` pairs, or the same values
 positionally in this order:
 
-    block_m, block_n, block_k, num_warps, num_stages, split, waves_per_eu, matrix_instr_nonkdim, kpack
+    block_m, block_n, block_k, num_warps, num_stages, split, waves_per_eu,
+    matrix_instr_nonkdim, kpack, max_num_imprecise_acc
 
 e.g. `-perf_config 128,64,32,4,3` or `-perf_config block_m=64,split=8,kpack=2`.
 Block sizes are powers of two (>= 16 on the matrix-core path, whose BLOCK_K the
 FMA path ignores: it always steps one reduction element at a time). `split`
 divides the bwd_weight reduction over programs (other directions need 1).
-The last three are AMD compile options and are applied only on a HIP backend.
+`waves_per_eu`, `matrix_instr_nonkdim` and `kpack` are AMD compile options and are
+applied only on a HIP backend. `max_num_imprecise_acc` (fp8 dots; Triton's
+parameter of that name) is how many products NVIDIA's fp8 units may sum at their
+own ~14-bit precision before the sum goes to the fp32 accumulator: 0 (the
+default for fp8) after every instruction; a positive value tests the fast
+accumulation that Triton uses by default on sm90, and the auto thresholds then
+allow for it (backend.dot_u_acc).
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ class KernelConfig:
     waves_per_eu: int | None = None
     matrix_instr_nonkdim: int | None = None
     kpack: int | None = None
+    max_num_imprecise_acc: int | None = None
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -133,6 +141,9 @@ def _split(problem: ConvProblem, bm: int, bn: int) -> int:
 
 def choose(problem: ConvProblem, backend: Backend, use_dot: bool, perf_config: str | None) -> KernelConfig:
     cfg = default_config(problem, backend, use_dot)
+    if problem.dtype.is_fp8:
+        # sum fp8 products in fp32 after every matrix instruction (backend.dot_u_acc)
+        cfg = replace(cfg, max_num_imprecise_acc=0)
     if perf_config:
         cfg = replace(cfg, **parse_perf_config(perf_config))
     if not use_dot:

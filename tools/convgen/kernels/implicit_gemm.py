@@ -21,7 +21,7 @@ DIR_FWD, DIR_BWD_DATA, DIR_BWD_WEIGHT = 0, 1, 2
 
 @triton.jit
 def _mac(acc, a, b, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-         DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr):
+         DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr):
     if USE_DOT:
         if DOT_UPCAST:  # the interpreter's bf16 dot is wrong; exact products in fp32 instead
             a = a.to(tl.float32)
@@ -29,7 +29,10 @@ def _mac(acc, a, b, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
         if ACC_INT:
             acc = tl.dot(a, b, acc, out_dtype=tl.int32)
         else:
-            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            # MAX_IMPRECISE: fp8 products summed inside the matrix unit before the sum
+            # is added to the fp32 accumulator (Hopper's fp8 units keep fewer bits)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION,
+                         max_num_imprecise_acc=MAX_IMPRECISE)
     else:
         if ACC_INT:
             acc += a.to(tl.int32) * b.to(tl.int32)
@@ -70,6 +73,7 @@ def conv_gemm_kernel(
     YSTEP: tl.constexpr, XSTEP: tl.constexpr,
     DIR: tl.constexpr, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, CH_FAST: tl.constexpr,
+    MAX_IMPRECISE: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -106,7 +110,7 @@ def conv_gemm_kernel(
                         mask=a_mask, other=0.0)
             b = tl.load(b_col[None, :] + (c * sw_c + fy * sw_y + fx * sw_x)[:, None],
                         mask=r_ok[:, None] & n_ok[None, :], other=0.0)
-            acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT)
+            acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
         out = y_ptr + g * sy_g + (n_ * sy_n + ho * sy_h + wo * sy_w)[:, None] + (rn * sy_k)[None, :]
         tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -160,7 +164,7 @@ def conv_gemm_kernel(
                 fx = x0 + jx * XSTEP
                 b = tl.load(b_col[None, :] + (k * sw_k + fy * sw_y + fx * sw_x)[:, None],
                             mask=r_ok[:, None] & n_ok[None, :], other=0.0)
-                acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT)
+                acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
             out = x_ptr + g * sx_g + (n_ * sx_n + hi * sx_h + wi * sx_w)[:, None] + (rn * sx_c)[None, :]
             tl.store(out, acc.to(x_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -192,7 +196,7 @@ def conv_gemm_kernel(
                       & (wi >= 0) & (wi < WI))
             b = tl.load(b_col[None, :] + (n_ * sx_n + ho * SH * sx_h + wo * SW * sx_w)[:, None],
                         mask=b_mask, other=0.0)
-            acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT)
+            acc = _mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
         o_mask = m_ok[:, None] & n_ok[None, :]
         if SPLIT == 1:
             out = w_ptr + g * sw_g + (rm * sw_k)[:, None] + (c * sw_c + fy * sw_y + fx * sw_x)[None, :]

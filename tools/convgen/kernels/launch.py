@@ -60,6 +60,7 @@ def gemm_spec(p: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Tenso
         DIR=_DIR[p.direction], USE_DOT=use_dot, INPUT_PRECISION=input_precision,
         DOT_UPCAST=interpreter and p.dtype.torch_in == torch.bfloat16,
         ACC_INT=p.dtype.is_int, CH_FAST=_channels_fastest(p), SPLIT=split,
+        MAX_IMPRECISE=cfg.max_num_imprecise_acc,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
     grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), z)
     return LaunchSpec(grid, runtime, constexprs, split, ws)
