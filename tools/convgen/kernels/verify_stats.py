@@ -42,8 +42,8 @@ WORST_COLUMNS = ("max_abs", "max_rel", "max_rel_old", "max_eps", "max_excess")
 MAX_COLUMNS = WORST_COLUMNS + ("max_val", "max_kern")
 SUM_COLUMNS = ("sum_sq", "kern_inf", "int_min")
 PCOLS = 2 * len(WORST_COLUMNS) + 2 + len(SUM_COLUMNS)
-BLOCK = 512
-ITERS = 32
+BLOCK = 256
+ITERS = 64
 MIN_PROGRAMS = 64   # below ITERS blocks per program for this many programs: one block each
 MAX_DIMS = 5
 # No FMA contraction: d - rtol*|val| must round as the CPU path rounds it.
