@@ -25,6 +25,9 @@ which wins over both CMake and the defaults:
   convgen            the command %convgen expands to
   filecheck          the FileCheck executable
   python             the Python that runs `-m convgen` and the device probe
+  exec_root          where the Output/ folders (each test's %t) go; give each lit
+                     run of its own one when several run at once on one tree
+                     (scripts/flakiness does): they would delete each other's %t
 
 A generated lit.site.cfg.py must never sit beside this file: lit prefers it and
 this file would be ignored (.gitignore lists /lit.site.cfg.py).
@@ -58,6 +61,7 @@ DEFAULTS = {
     "convgen": "",
     "filecheck": "",
     "python": "",
+    "exec_root": "",
 }
 IGNORED_ABS_THRESHOLD = "1000"   # E2E_IGNORE_MAXABSDIFF, as in the study's example
 
@@ -114,6 +118,10 @@ else:
     if config.test_exec_root is None:
         config.test_exec_root = config.test_source_root
     output_dir = os.path.join(config.test_exec_root, "Output")
+# The kernel cache stays where it was: it is safe to share, and a fresh one costs compiles.
+cache_dir = os.path.join(output_dir, "triton-cache")
+if setting("exec_root"):
+    config.test_exec_root = os.path.abspath(setting("exec_root"))
 
 # --- environment -----------------------------------------------------------
 # lit hands tests only a few variables (PATH, HOME, TMPDIR, ...): pass on what
@@ -274,7 +282,7 @@ lit_config.note("conv-e2e: device %s (%s), FileCheck %s, convgen %s"
 
 # Share compiled kernels between tests (Triton's cache is safe across processes).
 if "TRITON_CACHE_DIR" not in config.environment:
-    config.environment["TRITON_CACHE_DIR"] = os.path.join(output_dir, "triton-cache")
+    config.environment["TRITON_CACHE_DIR"] = cache_dir
 
 # --- per-test timeout ---------------------------------------------------------
 try:

@@ -204,3 +204,28 @@ def test_real_convgen_wrong_check_fails(tmp_path):
         pytest.skip("convgen cannot run yet: " + out[-300:])
     assert rc == 1, out
     assert "FAIL: conv-e2e :: wrong.mlir" in out and "PASS: conv-e2e :: right.mlir" in out, out
+
+
+def test_exec_root_keeps_concurrent_runs_apart(tmp_path):
+    """Two lit runs of one tree at once, each with its own exec_root: neither deletes the
+    other's %t (without it, a `rm -rf %t` test fails at random: seen on the H100)."""
+    suite = make_suite(tmp_path / "s", {"t.mlir": """\
+        // RUN: rm -rf %t && mkdir -p %t && echo %random_data > %t/seed
+        // RUN: %python -c "import time; time.sleep(1)"
+        // RUN: cat %t/seed | FileCheck %s
+        // CHECK: -rand [[SEED:[0-9]+]]
+        """})
+    (suite / "lit.local.cfg").write_text(
+        "import sys\nconfig.substitutions.append(('%python', sys.executable))\n")
+    env = lit_env()
+    lit = [sys.executable, LIT] if LIT.startswith(str(REPO / ".pydeps")) else [LIT]
+    procs = [subprocess.Popen([*lit, "-q", "--param", f"random_seed={s}",
+                               "--param", f"exec_root={tmp_path / f'x{s}'}", str(suite)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+             for s in (1, 2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    for s in (1, 2):
+        seed_files = list((tmp_path / f"x{s}").rglob("seed"))
+        assert [f.read_text().strip() for f in seed_files] == [f"-rand {s}"], seed_files
+    assert not (suite / "Output").exists()
