@@ -102,15 +102,18 @@ FP8_NATIVE = {  # target -> (type -> the matrix instruction's operand spelling w
 @pytest.mark.parametrize("target", AMD + NVIDIA)
 def test_fp8_claims_compile_and_reach_matrix_cores(survey, target):
     """Every fp8 type the backend accepts compiles on both paths; the dot path uses matrix
-    instructions (the archs' own fp8 ones where they have them), the FMA path none."""
+    instructions, the FMA path none. With fast accumulation the archs' own fp8
+    instructions appear; AMD's are native either way. (convgen's default on NVIDIA,
+    promotion after every instruction, is lowered by Triton 3.6 and 3.9 to an exact
+    fp16 upcast and mma.sync on sm90; docs/fp8-tf32-h100.md.)"""
     rows = [r for r in survey if r["target"] == target and r["dtype"].startswith("fp8")]
     claimed = {r["dtype"] for r in rows if r["path"] != "unsupported"}
     assert {"fp8_e4m3", "fp8_e5m2"} <= claimed, rows
     for row in rows:
-        if row["path"] == "dot":
+        if row["path"].startswith("dot"):
             assert row["matrix"], row
             native = FP8_NATIVE.get(target, {}).get(row["dtype"])
-            if native:
+            if native and (row["path"] == "dot-fast" or target in AMD):
                 assert any(native in i for i in row["matrix"]), row
         elif row["path"] == "fma":
             assert row["matrix"] == [] and row["fma"], row

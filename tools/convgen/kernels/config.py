@@ -14,9 +14,9 @@ divides the bwd_weight reduction over programs (other directions need 1).
 applied only on a HIP backend. `max_num_imprecise_acc` (fp8 dots; Triton's
 parameter of that name) is how many products NVIDIA's fp8 units may sum at their
 own ~14-bit precision before the sum goes to the fp32 accumulator: 0 (the
-default for fp8) after every instruction; a positive value tests the fast
-accumulation that Triton uses by default on sm90, and the auto thresholds then
-allow for it (backend.dot_u_acc).
+default for fp8) after every instruction; up to block_k, after that many; above
+block_k, never (Triton's own default on sm90). Any positive value tests that
+fast accumulation, and the auto thresholds then allow for it (backend.dot_u_acc).
 """
 from __future__ import annotations
 

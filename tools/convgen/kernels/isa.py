@@ -97,7 +97,7 @@ def _arg_types(runtime: dict) -> dict:
 
 
 def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts=None,
-                 stride=(1, 1)):
+                 stride=(1, 1), perf_config: str | None = None):
     """The kernel under test for a small problem, as convgen would launch it on `target`."""
     from convgen.backend import Backend
     from convgen.kernels.config import choose
@@ -106,7 +106,7 @@ def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts
     p = _problem(direction, dtype, layouts, stride)
     kind = TARGETS[target].backend
     be = Backend(kind, target, TARGETS[target].warp_size)
-    cfg = choose(p, be, use_dot, "split=2" if direction == "bwd_weight" else None)
+    cfg = choose(p, be, use_dot, perf_config or ("split=2" if direction == "bwd_weight" else None))
     spec = gemm_spec(p, *_meta_tensors(p, p.dtype.torch_out), cfg, use_dot, False)
     return compile_kernel(conv_gemm_kernel, _arg_types(spec.runtime), spec.constexprs, target,
                           be.launch_options(cfg.compile_options()))
@@ -189,10 +189,13 @@ def _fp8_rows(target: str) -> list[dict]:
             rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": dtype,
                          "path": "unsupported", "matrix": [], "tf32": False, "fma": False})
             continue
-        for use_dot in (True, False):
-            asm = assembly(compile_conv("fwd", dtype, use_dot, target, CHANNELS_LAST), target)
+        # "dot-fast": NVIDIA's fp8 units sum on their own (Triton's default on sm90)
+        for path, use_dot, perf in (("dot", True, None), ("fma", False, None),
+                                    ("dot-fast", True, "max_num_imprecise_acc=1073741824")):
+            asm = assembly(compile_conv("fwd", dtype, use_dot, target, CHANNELS_LAST,
+                                        perf_config=perf), target)
             rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": dtype,
-                         "path": "dot" if use_dot else "fma",
+                         "path": path,
                          "matrix": sorted(set(MATRIX_RE[TARGETS[target].backend].findall(asm))),
                          "tf32": False, "fma": _has_fma(asm, target)})
     return rows

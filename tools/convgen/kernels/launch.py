@@ -36,6 +36,13 @@ def _channels_fastest(problem: ConvProblem) -> bool:
     return problem.layouts[tensor][-1] == ch
 
 
+def _max_imprecise(cfg: KernelConfig) -> int | None:
+    """tl.dot's max_num_imprecise_acc. Triton refuses values above the dot's K (BLOCK_K);
+    above it means never promote, which is Triton's own default (None): fast fp8 on sm90."""
+    v = cfg.max_num_imprecise_acc
+    return None if v is None or v > cfg.block_k else v
+
+
 def gemm_spec(p: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Tensor, cfg: KernelConfig,
               use_dot: bool, interpreter: bool, input_precision: str = "ieee") -> LaunchSpec:
     full = {**tensors, p.writes: out}
@@ -60,7 +67,7 @@ def gemm_spec(p: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Tenso
         DIR=_DIR[p.direction], USE_DOT=use_dot, INPUT_PRECISION=input_precision,
         DOT_UPCAST=interpreter and p.dtype.torch_in == torch.bfloat16,
         ACC_INT=p.dtype.is_int, CH_FAST=_channels_fastest(p), SPLIT=split,
-        MAX_IMPRECISE=cfg.max_num_imprecise_acc,
+        MAX_IMPRECISE=_max_imprecise(cfg),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
     grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), z)
     return LaunchSpec(grid, runtime, constexprs, split, ws)
