@@ -17,6 +17,9 @@ def test_fp8_support_table():
         "-t fp8_e4m3 needs an NVIDIA GPU of sm89 or newer, this one is sm80"
     assert Backend("cuda", "sm90", 32).type_unsupported("fp8_e4m3fnuz")
     assert Backend("hip", "gfx90a", 64).type_unsupported("fp8_e5m2fnuz")
+    # MI200's fp16 matrix path would flush e5m2 subnormals; e4m3 has none below fp16's normals
+    assert "flushes e5m2 subnormals" in Backend("hip", "gfx90a", 64).type_unsupported("fp8_e5m2")
+    assert Backend("hip", "gfx90a", 64).type_unsupported("fp8_e4m3") is None
     assert Backend("hip", "gfx1100", 32).type_unsupported("fp8_e4m3")
     assert Backend("hip", "gfx942", 64).type_unsupported("fp8_e4m3fnuz") is None
     assert Backend("interpreter", "interpreter", 1).type_unsupported("fp8_e5m2fnuz") is None
@@ -39,6 +42,9 @@ def test_fp8_accumulator_precision():
     assert GFX942.dot_u_acc("fp8_e4m3fnuz", 1 << 30) is None
     assert INTERP.dot_u_acc("fp8_e4m3", 64) is None
     assert SM90.dot_u_acc("f16", 64) is None
+    # Triton's default promotes every instruction except on sm90: exact elsewhere
+    assert Backend("cuda", "sm89", 32).dot_u_acc("fp8_e4m3", None) is None
+    assert Backend("cuda", "sm100", 32).dot_u_acc("fp8_e4m3", 1 << 30) is None
 
 
 def _problem(t):
@@ -51,6 +57,22 @@ def test_fp8_dots_default_to_promotion_after_every_instruction(be):
     assert choose(_problem("fp8_e4m3"), be, True, None).max_num_imprecise_acc == 0
     assert choose(_problem("fp8_e4m3"), be, True, "max_num_imprecise_acc=64").max_num_imprecise_acc == 64
     assert choose(_problem("f16"), be, True, None).max_num_imprecise_acc is None
+
+
+def test_max_num_imprecise_acc_is_checked():
+    from convgen.errors import ConvgenError
+    with pytest.raises(ConvgenError, match="must be >= 0"):
+        choose(_problem("fp8_e4m3"), SM90, True, "max_num_imprecise_acc=-1")
+    with pytest.raises(ConvgenError, match="fp8 types only"):
+        choose(_problem("f16"), SM90, True, "max_num_imprecise_acc=64")
+
+
+def test_above_block_k_means_tritons_default():
+    from convgen.kernels.launch import _max_imprecise
+    cfg = choose(_problem("fp8_e4m3"), SM90, True, "max_num_imprecise_acc=1073741824")
+    assert _max_imprecise(cfg) is None          # Triton refuses values above the dot's K
+    assert _max_imprecise(choose(_problem("fp8_e4m3"), SM90, True, "max_num_imprecise_acc=64")) == 64
+    assert _max_imprecise(choose(_problem("fp8_e4m3"), SM90, True, None)) == 0
 
 
 def test_one_byte_dots_need_block_k_32():

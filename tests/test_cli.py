@@ -407,3 +407,19 @@ def test_fp8_refused_cleanly_where_the_device_has_none(capsys, monkeypatch, back
     cap = capsys.readouterr()
     assert cap.out == "" and cap.err.startswith("convgen: error: ") and want in cap.err
     assert cap.err.count("\n") == 1
+
+
+def test_fp8_output_type_is_f32():
+    assert parse(sizes() + ["-t", "fp8", "--out_type", "f32"]).problem.dtype.name == "fp8_e4m3"
+    assert "disagrees with -t fp8_e4m3" in error(sizes() + ["-t", "fp8", "--out_type", "f16"])
+    assert "disagrees with -t f16" in error(sizes() + ["-t", "f16", "--out_type", "f32"])
+
+
+@pytest.mark.parametrize("t,top", [("fp8_e4m3", "448"), ("fp8_e4m3fnuz", "240"), ("f16", "65504")])
+def test_random_range_must_fit_the_type(t, top):
+    """fp8 would saturate (e4m3fn), turn into NaN (fnuz) or infinity (e5m2): refused up front."""
+    from convgen.inputs import DataSpec, validate
+    p = parse(sizes() + ["-t", t]).problem
+    with pytest.raises(ConvgenError, match=f"does not fit in {t} .largest finite value {top}"):
+        validate(DataSpec(lo=-1000.0, hi=70000.0), p)
+    validate(DataSpec(lo=-3.0, hi=3.0), p)

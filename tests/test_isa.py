@@ -108,7 +108,7 @@ def test_fp8_claims_compile_and_reach_matrix_cores(survey, target):
     fp16 upcast and mma.sync on sm90; docs/fp8-tf32-h100.md.)"""
     rows = [r for r in survey if r["target"] == target and r["dtype"].startswith("fp8")]
     claimed = {r["dtype"] for r in rows if r["path"] != "unsupported"}
-    assert {"fp8_e4m3", "fp8_e5m2"} <= claimed, rows
+    assert "fp8_e4m3" in claimed and (target == "gfx90a") != ("fp8_e5m2" in claimed), rows
     for row in rows:
         if row["path"].startswith("dot"):
             assert row["matrix"], row

@@ -69,5 +69,8 @@ def test_flakiness_reports_a_seed_dependent_failure(tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "3 runs, 3 test runs, 2 failures" in p.stdout
     assert re.search(r"seed\.mlir: failed with seeds 2, 3", p.stdout), p.stdout
+    kept = re.search(r"lit logs and %t files are in (\S+)/seedN", p.stdout).group(1)
+    assert sorted(os.listdir(kept)) == ["seed2", "seed3"]          # the passing run's went
+    assert "FAIL" in (Path(kept) / "seed2" / "lit.log").read_text()
     data = json.loads((tmp_path / "f.json").read_text())
     assert [r["failed"] != [] for r in data["runs"]] == [False, True, True]

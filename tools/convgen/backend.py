@@ -55,7 +55,8 @@ class Backend:
         Only fp8 is limited. What Triton can compile was checked by cross-compiling
         (tests/test_isa.py): OCP fp8 dots need sm89+ on NVIDIA (sm80 has no e4m3
         conversion); AMD gfx90a/gfx942 run OCP fp8 on fp16 matrix cores after an
-        exact upcast, gfx950 natively; the fnuz formats are gfx942's own (gfx950
+        exact upcast (not e5m2 on gfx90a, whose fp16 path flushes e5m2's subnormals),
+        gfx950 natively; the fnuz formats are gfx942's own (gfx950
         upcasts them), and NVIDIA has none. The interpreter emulates all of them.
         """
         if not type_name.startswith("fp8") or self.interpreter:
@@ -70,19 +71,23 @@ class Backend:
         ok = ("gfx94", "gfx95") if fnuz else ("gfx90a", "gfx94", "gfx95")
         if not self.arch.startswith(ok):
             return f"-t {type_name} is not supported on {self.arch} (supported: {', '.join(ok)}*)"
+        if type_name == "fp8_e5m2" and self.flushes_fp16_subnormals:
+            # its subnormals become fp16 subnormals, which MI200's fp16 matrix path flushes
+            return f"-t {type_name} is not supported on {self.arch} (its fp16 matrix path flushes e5m2 subnormals)"
         return None
 
     def dot_u_acc(self, type_name: str, max_num_imprecise_acc: int | None) -> float | None:
         """The accumulator's unit roundoff on the matrix-core path when it is not fp32's.
 
-        NVIDIA's fp8 matrix units (sm89+) keep about 14 bits while they sum products,
-        then hand the sum to the fp32 accumulator; Triton promotes to fp32 after every
-        instruction only when max_num_imprecise_acc is 0 (convgen's default for fp8).
-        Measured on an H100 (docs/fp8-tf32-h100.md): exact with 0, RMS about 6e-5 of
-        max|val| with Triton's own default. 2^-15 with the verifier's 2*u_acc for
-        truncation is 14 bits. AMD's fp8 MFMA and the interpreter accumulate in fp32.
+        Hopper's fp8 units (wgmma, sm90) keep about 14 bits while they sum products,
+        then hand the sum to the fp32 accumulator. Triton promotes to fp32 after every
+        instruction when max_num_imprecise_acc is 0 (convgen's default for fp8); None is
+        Triton's own default, 2^30 on sm90 (never promote) and 0 elsewhere. Measured on
+        an H100 (docs/fp8-tf32-h100.md): exact with 0, RMS about 6e-5 of max|val| with
+        Triton's default. 2^-15 with the verifier's 2*u_acc for truncation is 14 bits.
+        Other NVIDIA archs, AMD's fp8 MFMA and the interpreter accumulate in fp32.
         """
-        if (self.kind == "cuda" and type_name in FP8_TYPES
+        if (self.kind == "cuda" and self.arch == "sm90" and type_name in FP8_TYPES
                 and (max_num_imprecise_acc is None or max_num_imprecise_acc > 0)):
             return 2.0 ** -15
         return None

@@ -411,13 +411,19 @@ def _scan(tokens: list[str], table: dict[str, Flag]) -> dict[str, Any]:
 
 # ---- values -> RunConfig ----------------------------------------------------------
 
+# --out_type spellings of the outputs that differ from the input type (i8 -> i32, fp8 -> f32)
+_OUT_TYPE_NAMES = {"i32": "int32", "int32": "int32", "f32": "float32", "fp32": "float32",
+                   "float": "float32"}
+
+
 def _check_type_flags(v: dict[str, Any], dtype: str) -> None:
     for dest in _CHECKED_COMPAT:
         if dest not in v:
             continue
         given = v[dest].strip().lower()
-        if dest == "out_type" and dtype == "i8" and given in ("i32", "int32"):
-            continue
+        out = str(elem_type(dtype).torch_out).removeprefix("torch.")
+        if dest == "out_type" and _OUT_TYPE_NAMES.get(given) == out:
+            continue   # i8 gives i32, fp8 gives f32: naming that output type is right
         try:
             name = elem_type(given).name
         except ConvgenError:

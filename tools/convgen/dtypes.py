@@ -59,10 +59,11 @@ TYPES: dict[str, ElemType] = {
     "fp8_e4m3fnuz": ElemType("fp8_e4m3fnuz", torch.float8_e4m3fnuz, _F32, False, 3, 23, 23),
     "fp8_e5m2fnuz": ElemType("fp8_e5m2fnuz", torch.float8_e5m2fnuz, _F32, False, 2, 23, 23),
 }
-# rocMLIR says fp8/bf8 and MLIR f8E4M3FN etc.; lower-cased before lookup.
+# rocMLIR says fp8/bf8 (on gfx942 it means the fnuz formats: write those names there)
+# and MLIR f8E4M3FN etc.; lower-cased before lookup. MLIR's f8E4M3 is another type.
 ALIASES = {"fp32": "f32", "fp16": "f16", "half": "f16", "float": "f32", "int8": "i8",
            "fp8": "fp8_e4m3", "bf8": "fp8_e5m2", "f8e4m3fn": "fp8_e4m3", "f8e5m2": "fp8_e5m2",
-           "f8e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2",
+           "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2",
            "f8e4m3fnuz": "fp8_e4m3fnuz", "f8e5m2fnuz": "fp8_e5m2fnuz"}
 
 

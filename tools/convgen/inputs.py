@@ -77,6 +77,11 @@ def validate(spec: DataSpec, problem: ConvProblem) -> None:
                                f"got {lo:g}")
         if problem.dtype.is_int and (lo < -128 or hi > 127):
             raise ConvgenError(f"random range [{lo}, {hi}] does not fit in i8")
+        if not problem.dtype.is_int:
+            top = torch.finfo(problem.dtype.torch_in).max   # fp8 e4m3: 448, fnuz e4m3: 240
+            if max(abs(lo), abs(hi)) > top:
+                raise ConvgenError(f"random range [{lo:g}, {hi:g}] does not fit in "
+                                   f"{problem.dtype.name} (largest finite value {top:g})")
     if spec.side != "both" and spec.side not in problem.reads:
         raise ConvgenError(
             f"-rand_side {spec.side} is not an input of {problem.direction} "

@@ -50,6 +50,11 @@ TYPE_ALIASES = {
     "f16": "f16", "fp16": "f16", "half": "f16", "float16": "f16",
     "bf16": "bf16", "bfp16": "bf16", "bfloat16": "bf16",
     "i8": "i8", "int8": "i8",
+    # convgen's fp8 names and their spellings (tools/convgen/dtypes.py)
+    "fp8_e4m3": "fp8_e4m3", "fp8": "fp8_e4m3", "f8e4m3fn": "fp8_e4m3", "e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2", "bf8": "fp8_e5m2", "f8e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2",
+    "fp8_e4m3fnuz": "fp8_e4m3fnuz", "f8e4m3fnuz": "fp8_e4m3fnuz",
+    "fp8_e5m2fnuz": "fp8_e5m2fnuz", "f8e5m2fnuz": "fp8_e5m2fnuz",
 }
 MIOPEN_COMMANDS = {"conv": "f32", "convfp16": "f16", "convbfp16": "bf16", "convint8": "i8"}
 DEFAULT_TYPE = "f32"
@@ -252,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("input", help="the test file to split")
     parser.add_argument("dest", help="folder for <stem>_<index><suffix> files (created if missing)")
     parser.add_argument("-t", "--type", dest="type", metavar="TYPE",
-                        help="keep only RUN lines testing this data type (f32, f16, bf16, i8)")
+                        help="keep only RUN lines testing this data type (f32, f16, bf16, i8, fp8_...)")
     args = parser.parse_args(argv)
 
     try:
@@ -260,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.type is not None:
             type_filter = TYPE_ALIASES.get(args.type.lower())
             if type_filter is None:
-                raise SplitError(f"-t {args.type}: unknown type (expected one of f32, f16, bf16, i8)")
+                raise SplitError(f"-t {args.type}: unknown type (expected one of "
+                                 f"{', '.join(sorted(set(TYPE_ALIASES.values())))})")
         try:
             with open(args.input, encoding="utf-8") as f:
                 text = f.read()

@@ -15,8 +15,10 @@ applied only on a HIP backend. `max_num_imprecise_acc` (fp8 dots; Triton's
 parameter of that name) is how many products NVIDIA's fp8 units may sum at their
 own ~14-bit precision before the sum goes to the fp32 accumulator: 0 (the
 default for fp8) after every instruction; up to block_k, after that many; above
-block_k, never (Triton's own default on sm90). Any positive value tests that
-fast accumulation, and the auto thresholds then allow for it (backend.dot_u_acc).
+block_k, Triton's own default (never on sm90, every instruction elsewhere). On
+sm90 any positive value tests that fast accumulation (values below the
+instruction's 32 act like 0) and the auto thresholds then allow for it
+(backend.dot_u_acc). Other devices ignore it.
 """
 from __future__ import annotations
 
@@ -95,6 +97,11 @@ def validate(cfg: KernelConfig, problem: ConvProblem, use_dot: bool) -> None:
                            f"matrix-core path needs block_k >= {MIN_BLOCK_K_1BYTE}")
     if cfg.num_stages < 1 or cfg.split < 1:
         raise ConvgenError("-perf_config num_stages and split must be at least 1")
+    if cfg.max_num_imprecise_acc is not None and cfg.max_num_imprecise_acc < 0:
+        raise ConvgenError(f"-perf_config max_num_imprecise_acc={cfg.max_num_imprecise_acc} "
+                           "must be >= 0")
+    if cfg.max_num_imprecise_acc and not problem.dtype.is_fp8:
+        raise ConvgenError("-perf_config max_num_imprecise_acc applies to fp8 types only")
     if cfg.split > 1 and problem.direction != BWD_WEIGHT:
         raise ConvgenError(f"-perf_config split={cfg.split} applies to bwd_weight only")
 
