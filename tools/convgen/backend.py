@@ -42,9 +42,15 @@ class Backend:
         return self.arch == "gfx90a"
 
     @property
+    def sm(self) -> int:
+        """NVIDIA compute capability as a number (sm90 -> 90); 0 elsewhere."""
+        digits = "".join(ch for ch in self.arch if ch.isdigit()) if self.kind == "cuda" else ""
+        return int(digits or 0)
+
+    @property
     def has_matrix_cores(self) -> bool:
         if self.kind == "cuda":
-            return int(self.arch[2:]) >= 70
+            return self.sm >= 70
         if self.kind == "hip":
             return self.arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95"))
         return True  # the interpreter emulates tl.dot
@@ -65,7 +71,7 @@ class Backend:
         if self.kind == "cuda":
             if fnuz:
                 return f"-t {type_name} (AMD's fnuz fp8) is not supported on NVIDIA GPUs ({self.arch})"
-            if int("0" + "".join(ch for ch in self.arch if ch.isdigit())) < 89:
+            if self.sm < 89:
                 return f"-t {type_name} needs an NVIDIA GPU of sm89 or newer, this one is {self.arch}"
             return None
         ok = ("gfx94", "gfx95") if fnuz else ("gfx90a", "gfx94", "gfx95")

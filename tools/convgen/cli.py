@@ -421,8 +421,8 @@ def _check_type_flags(v: dict[str, Any], dtype: str) -> None:
         if dest not in v:
             continue
         given = v[dest].strip().lower()
-        out = str(elem_type(dtype).torch_out).removeprefix("torch.")
-        if dest == "out_type" and _OUT_TYPE_NAMES.get(given) == out:
+        if dest == "out_type" and _OUT_TYPE_NAMES.get(given) == str(
+                elem_type(dtype).torch_out).removeprefix("torch."):
             continue   # i8 gives i32, fp8 gives f32: naming that output type is right
         try:
             name = elem_type(given).name

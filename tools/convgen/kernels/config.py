@@ -91,10 +91,9 @@ def validate(cfg: KernelConfig, problem: ConvProblem, use_dot: bool) -> None:
             raise ConvgenError(f"-perf_config {name}={getattr(cfg, name)} must be a power of two")
     if use_dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
         raise ConvgenError("-perf_config block sizes must be at least 16 on the matrix-core path")
-    if use_dot and problem.dtype.torch_in.itemsize == 1 and cfg.block_k < MIN_BLOCK_K_1BYTE:
-        # 8-bit matrix instructions (mma k32, wgmma k32, MFMA x16/x32) reduce 32 at a time
+    if use_dot and cfg.block_k < _min_block_k(problem):
         raise ConvgenError(f"-perf_config block_k={cfg.block_k}: {problem.dtype.name} on the "
-                           f"matrix-core path needs block_k >= {MIN_BLOCK_K_1BYTE}")
+                           f"matrix-core path needs block_k >= {_min_block_k(problem)}")
     if cfg.num_stages < 1 or cfg.split < 1:
         raise ConvgenError("-perf_config num_stages and split must be at least 1")
     if cfg.max_num_imprecise_acc is not None and cfg.max_num_imprecise_acc < 0:
@@ -133,6 +132,7 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
 
 
 def _min_block_k(problem: ConvProblem) -> int:
+    # 8-bit matrix instructions (mma k32, wgmma k32, MFMA x16/x32) reduce 32 at a time
     return MIN_BLOCK_K_1BYTE if problem.dtype.torch_in.itemsize == 1 else 16
 
 

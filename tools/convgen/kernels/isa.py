@@ -192,12 +192,10 @@ def _fp8_rows(target: str) -> list[dict]:
         # "dot-fast": NVIDIA's fp8 units sum on their own (Triton's default on sm90)
         for path, use_dot, perf in (("dot", True, None), ("fma", False, None),
                                     ("dot-fast", True, "max_num_imprecise_acc=1073741824")):
-            asm = assembly(compile_conv("fwd", dtype, use_dot, target, CHANNELS_LAST,
-                                        perf_config=perf), target)
+            k = compile_conv("fwd", dtype, use_dot, target, CHANNELS_LAST, perf_config=perf)
             rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": dtype,
-                         "path": path,
-                         "matrix": sorted(set(MATRIX_RE[TARGETS[target].backend].findall(asm))),
-                         "tf32": False, "fma": _has_fma(asm, target)})
+                         "path": path, "matrix": matrix_instructions(k, target), "tf32": False,
+                         "fma": _has_fma(assembly(k, target), target)})
     return rows
 
 
