@@ -7,8 +7,9 @@ Prints a table and writes JSON. Needs a GPU. Usage:
 Two cases: an fp16 pair (kernel output and reference both fp16, as convgen
 hands them over) and fp16 against a float64 reference (what `convgen compare`
 builds from .npy dumps). Bytes counted: both tensors, each read once. The time
-is the whole verify() call (statistics, worst elements, thresholds), not only
-the kernel. The copy bandwidth is a large device-to-device copy (read + write).
+is the whole verify() call (statistics, worst elements, thresholds, report); the
+"kernels" columns time the device work alone (verify_stats.device_totals: its three
+kernels and the one copy back). The copy bandwidth is a large device-to-device copy (read + write).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ import triton  # noqa: E402
 
 from convgen.options import Thresholds  # noqa: E402
 from convgen.tolerance import Accumulation  # noqa: E402
-from convgen.verify import verify  # noqa: E402
+from convgen.kernels import verify_stats  # noqa: E402
+from convgen.verify import _Consts, verify  # noqa: E402
 
 
 def _time(fn) -> float:
@@ -57,11 +59,16 @@ def main():
     del src, dst
 
     rows = []
+    consts = _Consts(1e-3, False, 10, -14).tensor("cuda")
     for name, ref in (("fp16 vs fp16", ref16), ("fp16 vs float64", ref16.double())):
         ms = _time(lambda: verify(kern, ref, torch.float16, th, acc))
+        # the device work alone: the three kernels and the one copy back, no report
+        stats_ms = _time(lambda: verify_stats.device_totals(kern, ref, consts, is_int=False,
+                                                            mantissa=10, emin=-14))
         gbs = n * (kern.element_size() + ref.element_size()) / ms / 1e6
         row = {"case": name, "elements": n, "gpu_ms": ms, "gpu_gbs": gbs,
-               "fraction_of_copy": gbs / copy_gbs}
+               "fraction_of_copy": gbs / copy_gbs, "device_totals_ms": stats_ms,
+               "device_totals_fraction_of_copy": gbs * ms / stats_ms / copy_gbs}
         if args.cpu:
             kc, rc = kern.cpu(), ref.cpu()
             t0 = time.perf_counter()
@@ -73,9 +80,11 @@ def main():
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "triton": triton.__version__, "copy_gbs": copy_gbs, "rows": rows}
     print(f"device: {out['device']}, {n} elements, copy {copy_gbs:.0f} GB/s (read + write)")
-    print(f"{'case':18} {'verify ms':>10} {'GB/s':>8} {'of copy':>8} {'cpu s':>8} {'speed-up':>9}")
+    print(f"{'case':18} {'verify ms':>10} {'GB/s':>8} {'of copy':>8} {'kernels ms':>11} "
+          f"{'of copy':>8} {'cpu s':>8} {'speed-up':>9}")
     for r in rows:
         print(f"{r['case']:18} {r['gpu_ms']:10.3f} {r['gpu_gbs']:8.0f} {r['fraction_of_copy']:8.2f} "
+              f"{r['device_totals_ms']:11.3f} {r['device_totals_fraction_of_copy']:8.2f} "
               f"{r.get('cpu_s', float('nan')):8.2f} {r.get('speedup_vs_cpu', float('nan')):9.1f}")
     with open(args.json, "w") as f:
         json.dump(out, f, indent=1)

@@ -203,27 +203,22 @@ def test_strided_views_and_chunks_agree():
 
 def test_kernel_columns_match_the_cpu_pass():
     from convgen.kernels import verify_stats as vs
-    decoded = vs._decode([0] * vs.NBINS)
-    assert set(vs.MAX_COLUMNS + vs.SUM_COLUMNS) | set(decoded) == set(verify._MAX_KEYS + verify._SUM_KEYS)
+    decoded = vs._decode([0] * vs.N_PRED, 1)
+    assert set(vs.MAX_COLUMNS) | {"sum_sq"} | set(decoded) == set(verify._MAX_KEYS + verify._SUM_KEYS)
     assert set(vs.WORST_COLUMNS) == {col for col, _ in verify._WORST.values()}
 
 
-def test_joint_histogram_decodes_by_hand():
+def test_predicate_counts_decode_by_hand():
     from convgen.kernels import verify_stats as vs
-    hist = [0] * vs.NBINS
-    hist[0 * vs.RB_SPAN + 0] = 5              # exact, |val| > 1e-3
-    hist[0 * vs.RB_SPAN + vs.RB_OUT] = 2      # exact, |val| <= 1e-3
-    hist[1 * vs.RB_SPAN + 3] = 4              # 1 ULP, relDiff_old in [1e-5,1e-4)
-    hist[5 * vs.RB_SPAN + 8] = 1              # > 100 ULPs, relDiff_old >= 1
-    hist[vs.BAD_BASE + 1] = 3                 # kern NaN
-    hist[vs.BAD_BASE + 3] = 7                 # NaN on both sides
-    hist[vs.BAD_BASE + 4] = 6                 # a one-sided infinity
-    hist[vs.NBINS - 1] = 1000                 # past the end: counted nowhere
-    t = vs._decode(hist)
-    assert (t["n_ok"], t["exact"], t["old_excluded"]) == (12, 7, 2)
-    assert [t[f"eps_h{b}"] for b in range(6)] == [7, 4, 0, 0, 0, 1]
-    assert [t[f"rel_h{b}"] for b in range(9)] == [5, 0, 0, 4, 0, 0, 0, 0, 1]
-    assert (t["kern_nan"], t["ref_nan"], t["bad_inf"]) == (10, 7, 6)
+    # 20 elements: 4 exact; ulps >= 1.5: 9, >= 2.5: 5, >= 10.5: 2, >= 100.5: 1;
+    # |val| > 1e-3: 15, of them rel_old > 0: 12, >= 1e-6: 12, >= 1e-5: 10, ..., >= 1: 1;
+    # 3 poisoned int outputs.
+    counts = [16, 9, 5, 2, 1, 15, 12, 12, 10, 7, 7, 3, 2, 1, 3]
+    t = vs._decode(counts, 20)
+    assert (t["n_ok"], t["exact"], t["old_excluded"], t["int_min"]) == (20, 4, 5, 3)
+    assert [t[f"eps_h{b}"] for b in range(6)] == [4, 7, 4, 3, 1, 1]
+    assert [t[f"rel_h{b}"] for b in range(9)] == [3, 0, 2, 3, 0, 4, 1, 1, 1]
+    assert (t["kern_nan"], t["ref_nan"], t["bad_inf"], t["kern_inf"]) == (0, 0, 0, 0)
 
 
 def _random_case(dtype, seed, n=3000):
@@ -248,29 +243,36 @@ def _without_rms(j):
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Counts Triton launches, so that a test cannot pass on the torch path by mistake."""
+    """Records each Triton pass and whether its numbers were used ("kernel") or it found a
+    non-finite value and left the work to the chunked pass ("fallback"), so that a test
+    cannot pass on the torch path by mistake."""
     from convgen.kernels import verify_stats
     calls = []
     real = verify_stats.device_totals
 
     def counted(*a, **kw):
-        calls.append(1)
-        return real(*a, **kw)
+        out = real(*a, **kw)
+        calls.append("fallback" if out is None else "kernel")
+        return out
     monkeypatch.setattr(verify_stats, "device_totals", counted)
     return calls
 
 
+@pytest.mark.parametrize("nonfinite", [False, True])
 @pytest.mark.parametrize("dtype", [F16, torch.bfloat16, torch.float32, torch.int32])
-def test_device_pass_matches_cpu_pass(dtype, launches):
+def test_device_pass_matches_cpu_pass(dtype, nonfinite, launches):
+    """All finite: the Triton pass's own numbers. With NaNs and infinities: its fallback."""
+    if nonfinite and not dtype.is_floating_point:
+        pytest.skip("int outputs are finite")
     kern, ref = _random_case(dtype, seed=7)
-    if dtype.is_floating_point:
+    if nonfinite:
         kern[1, 0, 2, 2, 7] = float("nan")
         kern[2, 0, 0, 1, 9] = float("inf")
         ref[2, 0, 3, 3, 3] = kern[2, 0, 3, 3, 3] = float("-inf")
     acc = verify.tolerance.Accumulation(64, 0.0, 2.0 ** -24)
     cpu = verify.verify(kern, ref, dtype, AUTO, acc, device_path=False).to_json()
     dev = verify.verify(kern.to(DEV), ref.to(DEV), dtype, AUTO, acc, device_path=True).to_json()
-    assert launches == [1]
+    assert launches == ["fallback" if nonfinite else "kernel"]
     assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
     assert _without_rms(dev) == _without_rms(cpu)
 
@@ -281,7 +283,7 @@ def test_device_pass_finds_the_worst_elements(launches):
     th = Thresholds(rel=1e-3)
     cpu = verify.verify(kern, ref, F16, th, device_path=False).to_json()
     dev = verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True).to_json()
-    assert launches == [1]
+    assert launches == ["kernel"]
     assert dev["worst"]["max_abs_diff"]["at"] == {"n": 2, "g": 0, "k": 3, "h": 4, "w": 40}
     assert _without_rms(dev) == _without_rms(cpu)
 
@@ -291,10 +293,11 @@ def test_device_pass_carries_maxima_across_blocks_and_programs(layout, launches,
     """Small blocks, several per program and several programs: the running maxima, the
     first index on ties (within a block, across blocks, across programs) and the sums."""
     from convgen.kernels import verify_stats as vs
-    monkeypatch.setattr(vs, "BLOCK", 32)
+    monkeypatch.setattr(vs, "ROWS", 16)
+    monkeypatch.setattr(vs, "MAX_VEC", 4)
     monkeypatch.setattr(vs, "ITERS", 4)
     monkeypatch.setattr(vs, "MIN_PROGRAMS", 1)
-    kern, ref = _random_case(F16, seed=13, n=1200)       # 3*1*4*5*20 = 1200 elements
+    kern, ref = _random_case(F16, seed=13, n=1200)       # 3*1*4*5*20 = 1200: 5 programs
     for at in ((0, 0, 1, 2, 3), (1, 0, 0, 0, 7), (2, 0, 3, 4, 19)):
         kern[at], ref[at] = 60.0, 1.0                     # three equal worst elements
     if layout == "contiguous":
@@ -305,7 +308,7 @@ def test_device_pass_carries_maxima_across_blocks_and_programs(layout, launches,
     th = Thresholds(rel=1e-3)
     cpu = verify.verify(kern, ref, F16, th, device_path=False).to_json()
     dev = verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True).to_json()
-    assert launches == [1]
+    assert launches == ["kernel"]
     assert dev["worst"]["max_abs_diff"]["at"] == {"n": 0, "g": 0, "k": 1, "h": 2, "w": 3}
     assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
     assert _without_rms(dev) == _without_rms(cpu)
@@ -316,22 +319,23 @@ def test_device_pass_takes_a_reference_in_the_output_type(launches):
     cpu = verify.verify(kern, ref, torch.bfloat16, AUTO, device_path=False).to_json()
     dev = verify.verify(kern.to(DEV), ref.to(torch.bfloat16).to(DEV), torch.bfloat16, AUTO,
                         device_path=True).to_json()
-    assert launches == [1]
+    assert launches == ["kernel"]
     assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
     assert _without_rms(dev) == _without_rms(cpu)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (too slow in the interpreter)")
-def test_device_pass_on_many_blocks():
+def test_device_pass_on_many_blocks(launches):
     g = torch.Generator().manual_seed(11)
     phys = torch.randn(4, 30, 30, 1, 300, generator=g, dtype=torch.float64)
     ref = phys.permute(0, 3, 4, 1, 2).to(F16).to(torch.float64)
     kern = (phys * (1 + 1e-3 * torch.randn(phys.shape, generator=g, dtype=torch.float64)))
     kern = kern.to(F16).permute(0, 3, 4, 1, 2)
-    kern[3, 0, 299, 29, 29] = float("nan")
+    kern[3, 0, 299, 29, 29] = 1000.0                # the worst element, in the last program
     acc = verify.tolerance.Accumulation(576, 0.0, 2.0 ** -24)
     cpu = verify.verify(kern, ref, F16, AUTO, acc).to_json()
     dev = verify.verify(kern.cuda(), ref.cuda(), F16, AUTO, acc).to_json()
+    assert launches == ["kernel"]
     assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
     assert _without_rms(dev) == _without_rms(cpu)
 

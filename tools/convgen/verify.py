@@ -30,6 +30,7 @@ one when several tie.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -145,8 +146,13 @@ class _Consts:
     emin: int
 
     def tensor(self, device) -> torch.Tensor:
-        return torch.tensor((REL_OLD_FLOOR, self.rtol) + REL_EDGES + EPS_EDGES,
-                            dtype=torch.float64, device=device)
+        return _consts_tensor((REL_OLD_FLOOR, self.rtol) + REL_EDGES + EPS_EDGES, str(device))
+
+
+@functools.lru_cache(maxsize=64)
+def _consts_tensor(values: tuple, device: str) -> torch.Tensor:
+    """Cached: a host-to-device copy per call would hold up the launch behind it."""
+    return torch.tensor(values, dtype=torch.float64, device=device)
 
 
 def _ulps(d: torch.Tensor, avf: torch.Tensor, c: _Consts) -> torch.Tensor:
@@ -189,7 +195,9 @@ def _histogram_counts(e: dict) -> tuple[torch.Tensor, torch.Tensor]:
                          right=True)
     rb = torch.where(rel_old > 0, rb + 1, 0)[e["in_old"]]
     eb = torch.bucketize(ulps, torch.tensor(EPS_EDGES, dtype=torch.float64, device=dev), right=True)
-    eb = torch.where(ulps > 0, eb + 1, 0)[e["ok"]]
+    # "0" means exact: a nonzero difference whose ulps underflows (a float64 reference
+    # far outside the output type's range) still counts in "1".
+    eb = torch.where(e["d"] > 0, eb + 1, 0)[e["ok"]]
     return (torch.bincount(rb, minlength=len(REL_LABELS)),
             torch.bincount(eb, minlength=len(EPS_LABELS)))
 
@@ -222,6 +230,7 @@ def _first_indices(e: dict) -> dict:
 class _Pass:
     tot: dict                # column -> float
     at: dict                 # column -> flat index of its worst / first element
+    values: dict = field(default_factory=dict)   # column -> (val, kern) at its worst element
 
 
 def _merge(p: _Pass, col: dict, at: dict, start: int) -> None:
@@ -271,21 +280,18 @@ def _chunked_pass(kern, ref, c: _Consts, chunk: int) -> _Pass:
 
 
 def _device_pass(kern, ref, c: _Consts) -> _Pass:
-    """One Triton pass and one copy back. NaNs and one-sided infinities are rare and mean
-    failure: only then is the chunked pass run as well, to find the first of each kind."""
+    """One Triton pass (two small launches) and one copy back. The Triton pass handles
+    finite values only; a NaN or an infinity (rare, and a failure unless both sides hold
+    the same infinity) sends the whole comparison to the chunked pass, on the device."""
     from convgen import backend
     backend.ensure_interpreter_if_no_gpu()   # must precede the kernel module's import
     if not kern.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         raise ValueError("the Triton pass on CPU tensors runs only in the interpreter "
                          "(TRITON_INTERPRET=1, set before the kernels are imported)")
     from convgen.kernels import verify_stats as vs
-    tot, at = vs.device_totals(kern, ref, c.tensor(kern.device), is_int=c.is_int,
-                               mantissa=c.mantissa, emin=c.emin)
-    p = _Pass(tot, at)
-    if any(tot[k] for k in _BAD_KEYS):
-        slow = _chunked_pass(kern, ref, c, CHUNK)
-        p.at.update({k: slow.at[k] for k in _BAD_KEYS if k in slow.at})
-    return p
+    out = vs.device_totals(kern, ref, c.tensor(kern.device), is_int=c.is_int,
+                           mantissa=c.mantissa, emin=c.emin)
+    return _Pass(*out) if out is not None else _chunked_pass(kern, ref, c, CHUNK)
 
 
 # ---- results ------------------------------------------------------------------
@@ -312,12 +318,24 @@ def _values_at(t: torch.Tensor, flats: list) -> list:
     return t[tuple(index)].to(torch.float64).tolist()
 
 
+def _pairs_at(ref: torch.Tensor, kern: torch.Tensor, flats: list) -> tuple[list, list]:
+    """_values_at of both tensors (one shape) with one gather each and one copy back."""
+    if ref.dim() == 0:
+        return _values_at(ref, flats), _values_at(kern, flats)
+    coords = [list(_coords(i, tuple(ref.shape), range(ref.dim())).values()) for i in flats]
+    index = tuple(torch.tensor(coords, dtype=torch.int64, device=ref.device).T)
+    both = torch.stack([ref[index].to(torch.float64), kern[index].to(torch.float64)]).tolist()
+    return both[0], both[1]
+
+
 def _worst_elements(p: _Pass, kern, ref, names) -> dict:
     real = {metric: col for metric, (col, _) in _WORST.items()
             if p.tot["n_ok"] > 0 and (metric == "rel_auto" or p.tot[col] > 0) and col in p.at}
     flats = [p.at[col] for col in real.values()]
-    vals = _values_at(ref, flats) if flats else []
-    kerns = _values_at(kern, flats) if flats else []
+    if all(col in p.values for col in real.values()):   # the device pass brought them back
+        vals, kerns = [p.values[c][0] for c in real.values()], [p.values[c][1] for c in real.values()]
+    else:
+        vals, kerns = _pairs_at(ref, kern, flats) if flats else ([], [])
     worst = dict.fromkeys(_WORST)
     for (metric, col), i, val, k in zip(real.items(), flats, vals, kerns):
         worst[metric] = Worst(p.tot[col], val, k, _coords(i, tuple(kern.shape), names))

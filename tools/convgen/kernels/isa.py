@@ -42,8 +42,11 @@ def pointer_type(dtype) -> str:
     return "*" + _TRITON_TYPES[str(dtype).replace("torch.", "")]
 
 
-def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict | None = None):
-    """Compile `fn` for `target`; `args` maps each runtime parameter to a Triton type string."""
+def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict | None = None,
+                   aligned: tuple = ()):
+    """Compile `fn` for `target`; `args` maps each runtime parameter to a Triton type string.
+    `aligned` names the parameters to treat as multiples of 16, as a launch does for 16-byte
+    aligned pointers and such integers (vectorized loads depend on it)."""
     params = [p for p in inspect.signature(fn.fn if hasattr(fn, "fn") else fn).parameters]
     signature = {}
     for name in params:
@@ -53,7 +56,8 @@ def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict 
             signature[name] = args[name]
         else:
             raise KeyError(f"no type given for kernel parameter '{name}'")
-    src = ASTSource(fn, signature, constexprs={k: v for k, v in constexprs.items()})
+    attrs = {(params.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    src = ASTSource(fn, signature, constexprs={k: v for k, v in constexprs.items()}, attrs=attrs)
     tgt = TARGETS[target]
     opts = dict(options or {})
     if tgt.backend != "hip":
@@ -128,11 +132,13 @@ def compile_verify(target: str, layout: int = 2, options: dict | None = None):
     ints = ("n", "S1", "S2", "S3", "S4", "K0", "K1", "K2", "K3", "K4", "R0", "R1", "R2", "R3", "R4")
     args = dict.fromkeys(ints, "i32")
     args.update(kern_ptr="*fp16", ref_ptr="*fp16", c_ptr="*fp64", part_ptr="*fp64",
-                hist_ptr="*i32")
+                out_ptr="*i64")
     constexprs = dict(LAYOUT=layout, IDX64=False, IS_INT=False, MANT=10, EMIN=-14,
-                      INT_MIN=-2 ** 31, PCOLS=vs.PCOLS, BLOCK=vs.BLOCK, ITERS=vs.ITERS)
+                      INT_MIN=-2 ** 31, NW=len(vs.WORST_COLUMNS), ROWS=vs.ROWS, VEC=vs.MAX_VEC,
+                      ITERS=vs.ITERS, STAGES=vs.STAGES)
     return compile_kernel(vs.verify_stats_kernel, args, constexprs, target,
-                          {**vs.COMPILE_OPTIONS, **(options or {})})
+                          {**vs.COMPILE_OPTIONS, **(options or {})},
+                          aligned=("kern_ptr", "ref_ptr", "c_ptr", "part_ptr", "n"))
 
 
 def float64_fmas(compiled, target: str) -> int:
