@@ -324,6 +324,41 @@ def test_device_pass_takes_a_reference_in_the_output_type(launches):
     assert _without_rms(dev) == _without_rms(cpu)
 
 
+def _edge_cases():
+    yield "one element", torch.tensor([[[[[2.0]]]]], dtype=F16), torch.tensor([[[[[2.5]]]]], dtype=torch.float64)
+    yield "0-d", torch.tensor(3.0, dtype=F16), torch.tensor(3.0, dtype=torch.float64)
+    sub = torch.tensor([1e-40, -3e-42, 2e-38, 0.0, -0.0, 1.0, 7e-45], dtype=torch.float32)
+    yield "fp32 subnormals and signed zeros", sub, torch.tensor([2e-40, -3e-42, 1e-38, -0.0, 0.0, 1.0, 0.0], dtype=torch.float32).double()
+    ints = torch.tensor([5, -2 ** 31, 7, -2 ** 31, 0], dtype=torch.int32)
+    yield "int32 minimum (poison)", ints, torch.tensor([5.0, 3.0, 9.0, -1.0, 0.0], dtype=torch.float64)
+    far = torch.tensor([1.0, 2.0, 4.0], dtype=F16)
+    # (1e300 - 1)^2 overflows float64: the kernel's finite check sends it to the exact pass
+    yield "float64 reference far outside fp16", far, torch.tensor([1e300, 2.0, 1e-300], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name,kern,ref", list(_edge_cases()), ids=[c[0] for c in _edge_cases()])
+def test_device_pass_edge_cases(name, kern, ref, launches):
+    cpu = verify.verify(kern, ref, kern.dtype, AUTO, device_path=False).to_json()
+    dev = verify.verify(kern.to(DEV), ref.to(DEV), kern.dtype, AUTO, device_path=True).to_json()
+    assert launches == ["fallback" if name.startswith("float64 reference far") else "kernel"]
+    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    assert _without_rms(dev) == _without_rms(cpu)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (too slow in the interpreter)")
+def test_device_pass_falls_back_on_a_large_tensor_with_a_nan(launches):
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(4, 1, 64, 60, 61, generator=g, dtype=torch.float64).to(F16).to(torch.float64)
+    kern = (ref * (1 + 1e-3 * torch.randn(ref.shape, generator=g, dtype=torch.float64))).to(F16)
+    kern[2, 0, 33, 1, 7] = float("nan")
+    cpu = verify.verify(kern, ref, F16, AUTO).to_json()
+    dev = verify.verify(kern.cuda(), ref.cuda(), F16, AUTO).to_json()
+    assert launches == ["fallback"]
+    assert dev["nan_count"] == 1
+    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    assert _without_rms(dev) == _without_rms(cpu)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (too slow in the interpreter)")
 def test_device_pass_on_many_blocks(launches):
     g = torch.Generator().manual_seed(11)

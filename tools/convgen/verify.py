@@ -280,7 +280,7 @@ def _chunked_pass(kern, ref, c: _Consts, chunk: int) -> _Pass:
 
 
 def _device_pass(kern, ref, c: _Consts) -> _Pass:
-    """One Triton pass (two small launches) and one copy back. The Triton pass handles
+    """One Triton pass (three kernels) and one copy back. The Triton pass handles
     finite values only; a NaN or an infinity (rare, and a failure unless both sides hold
     the same infinity) sends the whole comparison to the chunked pass, on the device."""
     from convgen import backend

@@ -126,18 +126,24 @@ def compile_reference(direction: str, target: str):
     return compile_kernel(spec.kernel, _arg_types(spec.runtime), spec.constexprs, target)
 
 
-def compile_verify(target: str, layout: int = 2, options: dict | None = None):
-    """The verifier's statistics kernel for fp16 tensors, as verify launches it."""
+def compile_verify(target: str, layout: int = 2, options: dict | None = None,
+                   kernel: str = "verify"):
+    """The verifier's statistics kernel ("verify") or its second kernel, which recomputes the
+    element-wise values to find the worst elements ("verify-finish"), for fp16 tensors."""
     from convgen.kernels import verify_stats as vs
     ints = ("n", "S1", "S2", "S3", "S4", "K0", "K1", "K2", "K3", "K4", "R0", "R1", "R2", "R3", "R4")
     args = dict.fromkeys(ints, "i32")
     args.update(kern_ptr="*fp16", ref_ptr="*fp16", c_ptr="*fp64", part_ptr="*fp64",
                 out_ptr="*i64")
     constexprs = dict(LAYOUT=layout, IDX64=False, IS_INT=False, MANT=10, EMIN=-14,
-                      INT_MIN=-2 ** 31, NW=len(vs.WORST_COLUMNS), ROWS=vs.ROWS, VEC=vs.MAX_VEC,
-                      ITERS=vs.ITERS, STAGES=vs.STAGES)
-    return compile_kernel(vs.verify_stats_kernel, args, constexprs, target,
-                          {**vs.COMPILE_OPTIONS, **(options or {})},
+                      NW=len(vs.WORST_COLUMNS), ROWS=vs.ROWS, VEC=vs.MAX_VEC, ITERS=vs.ITERS)
+    opts = {**vs.COMPILE_OPTIONS, **(options or {})}
+    if kernel == "verify-finish":
+        args["progs"] = "i32"
+        return compile_kernel(vs.finish_kernel, args, {**constexprs, "PCOLS": vs.PCOLS,
+                                                       "RBLOCK": 1024}, target, opts)
+    return compile_kernel(vs.verify_stats_kernel, args,
+                          {**constexprs, "INT_MIN": -2 ** 31, "STAGES": vs.STAGES}, target, opts,
                           aligned=("kern_ptr", "ref_ptr", "c_ptr", "part_ptr", "n"))
 
 
@@ -169,13 +175,14 @@ def survey(targets) -> list[dict]:
             rows.append({"kernel": "reference", "target": target, "direction": direction,
                          "dtype": "f16", "path": "fma", "matrix": matrix_instructions(k, target),
                          "tf32": "tf32" in asm, "fma": _has_fma(asm, target)})
-        k = compile_verify(target)
-        fused = compile_verify(target, options={"enable_fp_fusion": True})
-        rows.append({"kernel": "verify", "target": target, "direction": "-", "dtype": "f16",
-                     "path": "-", "matrix": matrix_instructions(k, target), "tf32": False,
-                     "fma": _has_fma(assembly(k, target), target),
-                     "f64_fmas": float64_fmas(k, target),
-                     "f64_fmas_if_fused": float64_fmas(fused, target)})
+        for name in ("verify", "verify-finish"):
+            k = compile_verify(target, kernel=name)
+            fused = compile_verify(target, options={"enable_fp_fusion": True}, kernel=name)
+            rows.append({"kernel": name, "target": target, "direction": "-", "dtype": "f16",
+                         "path": "-", "matrix": matrix_instructions(k, target), "tf32": False,
+                         "fma": _has_fma(assembly(k, target), target),
+                         "f64_fmas": float64_fmas(k, target),
+                         "f64_fmas_if_fused": float64_fmas(fused, target)})
         k = compile_conv("fwd", "i8", True, target, CHANNELS_LAST)
         rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": "i8",
                      "path": "dot", "matrix": matrix_instructions(k, target), "tf32": False,
