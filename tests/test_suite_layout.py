@@ -57,6 +57,38 @@ def test_no_test_is_retried():
     assert not any("ALLOW_RETRIES" in t or "allow_retries" in t for t in texts)
 
 
+_BIT = r"(?:[01]|\{\{\[01\]\}\})"
+_BITS_LINE = re.compile(rf"\[({_BIT}) ({_BIT}) ({_BIT})\]")
+
+
+def _expects_a_failure(check: str) -> bool:
+    """A check of a bits line with a literal 0 bit, or of a "... bit 0" message."""
+    m = _BITS_LINE.search(check)
+    return bool(m and "0" in m.groups()) or " bit 0" in check
+
+
+def test_expected_failure_detector():
+    assert _expects_a_failure("// X: [0 {{[01]}} {{[01]}}]")
+    assert _expects_a_failure("// X: [1 1 0]") and _expects_a_failure("// X: RMS bit 0")
+    assert not _expects_a_failure("// CHECK: [1 1 1]")
+    assert not _expects_a_failure("// CHECK: rand=[-rand {{([0-9]+|fixed|none)}}]")
+
+
+def test_no_expected_failure_depends_on_the_data_stage():
+    """A RUN line whose checks expect a failing bit must name its data: under
+    random_seed=fixed (the fixed-data stage) %random_data becomes a short pattern of
+    exactly representable values that may pass every bit (it did, for fp8 on an H100)."""
+    offenders = []
+    for path in sorted(E2E.rglob("*.mlir")):
+        lines = path.read_text().splitlines()
+        for run in (l for l in lines if l.startswith("// RUN:") and "%random_data" in l):
+            prefix = (re.search(r"--check-prefix[= ](\S+)", run) or [None, "CHECK"])[1]
+            expects = [l for l in lines if l.startswith(f"// {prefix}:") and _expects_a_failure(l)]
+            if expects:
+                offenders.append(f"{path.relative_to(REPO)}: {prefix}")
+    assert offenders == []
+
+
 def test_flakiness_reports_a_seed_dependent_failure(tmp_path):
     suite = make_suite(tmp_path / "suite", {
         "seed.mlir": "// RUN: echo %random_data | FileCheck %s\n// CHECK: -rand 1{{$}}\n"})
