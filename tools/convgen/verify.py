@@ -309,23 +309,15 @@ def _names(dim_names, ndim: int) -> list:
     return names if len(names) == ndim else [f"d{i}" for i in range(ndim)]
 
 
-def _values_at(t: torch.Tensor, flats: list) -> list:
-    """t's elements at logical flat indices, with one gather and one copy back."""
-    if t.dim() == 0:
-        return [float(t.item())] * len(flats)
-    coords = [list(_coords(i, tuple(t.shape), range(t.dim())).values()) for i in flats]
-    index = torch.tensor(coords, dtype=torch.int64, device=t.device).T
-    return t[tuple(index)].to(torch.float64).tolist()
-
-
-def _pairs_at(ref: torch.Tensor, kern: torch.Tensor, flats: list) -> tuple[list, list]:
-    """_values_at of both tensors (one shape) with one gather each and one copy back."""
-    if ref.dim() == 0:
-        return _values_at(ref, flats), _values_at(kern, flats)
-    coords = [list(_coords(i, tuple(ref.shape), range(ref.dim())).values()) for i in flats]
-    index = tuple(torch.tensor(coords, dtype=torch.int64, device=ref.device).T)
-    both = torch.stack([ref[index].to(torch.float64), kern[index].to(torch.float64)]).tolist()
-    return both[0], both[1]
+def _values_at(flats: list, *tensors: torch.Tensor) -> list:
+    """Each tensor's elements (tensors of one shape) at logical flat indices, as float64
+    lists: one index, one gather per tensor, one copy back."""
+    t0 = tensors[0]
+    if t0.dim() == 0:
+        return [[float(t.item())] * len(flats) for t in tensors]
+    coords = [list(_coords(i, tuple(t0.shape), range(t0.dim())).values()) for i in flats]
+    index = tuple(torch.tensor(coords, dtype=torch.int64, device=t0.device).T)
+    return torch.stack([t[index].to(torch.float64) for t in tensors]).tolist()
 
 
 def _worst_elements(p: _Pass, kern, ref, names) -> dict:
@@ -335,7 +327,7 @@ def _worst_elements(p: _Pass, kern, ref, names) -> dict:
     if all(col in p.values for col in real.values()):   # the device pass brought them back
         vals, kerns = [p.values[c][0] for c in real.values()], [p.values[c][1] for c in real.values()]
     else:
-        vals, kerns = _pairs_at(ref, kern, flats) if flats else ([], [])
+        vals, kerns = _values_at(flats, ref, kern) if flats else ([], [])
     worst = dict.fromkeys(_WORST)
     for (metric, col), i, val, k in zip(real.items(), flats, vals, kerns):
         worst[metric] = Worst(p.tot[col], val, k, _coords(i, tuple(kern.shape), names))
@@ -378,8 +370,9 @@ def _nonfinite_messages(r: VerifyResult, p: _Pass, kern, ref, names) -> list:
             ("bad_inf", r.bad_inf_count, "infinities on one side only or of opposite signs")):
         if count:
             i = p.at[col]
+            (val,), (k,) = _values_at([i], ref, kern)
             out.append(f"{count} {what}; the first at {_at(_coords(i, tuple(kern.shape), names))}: "
-                       f"val={_g(_values_at(ref, [i])[0])}, kern={_g(_values_at(kern, [i])[0])}; every bit fails")
+                       f"val={_g(val)}, kern={_g(k)}; every bit fails")
     return out
 
 

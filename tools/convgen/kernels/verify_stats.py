@@ -3,7 +3,7 @@
 Kernel 1 (`verify_stats_kernel`): each program reads ITERS tiles of ROWS x VEC
 elements of the kernel output and of the reference (any strides, up to 5
 dimensions, logical row-major order; a thread owns one row of VEC contiguous
-elements, so contiguous fp16 tensors load 16 bytes at a time), and writes one row
+elements, so its reductions stay inside the thread), and writes one row
 of PCOLS float64 values: seven maxima, the sum of squared differences and the
 counts of 15 predicates. Kernel 2 (`finish_kernel`) reduces those rows in a fixed
 order (the same result on every run) and finds the worst elements; kernel 3
@@ -37,7 +37,6 @@ EPS_EDGES = 4
 #   d > 0 (not exact), ulps >= each EPS edge, |val| > floor (in relDiff_old),
 #   rel_old > 0, rel_old >= each REL edge, kern == int32 minimum (int outputs only)
 N_PRED = 1 + EPS_EDGES + 2 + REL_EDGES + 1
-N_WORDS = 5
 FIELD_BITS = 10
 # Columns of a program's row: the maxima of WORST_COLUMNS (whose first elements kernel 2
 # finds) and of the two plain ones, the sum of squares, the predicate counts.
@@ -174,6 +173,34 @@ def _tile(kern_ptr, ref_ptr, c_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
 
 
 @triton.jit
+def _rows_state(kern_ptr, ref_ptr, c_ptr, first, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
+                R0, R1, R2, R3, R4, LAYOUT: tl.constexpr, MASKED: tl.constexpr,
+                IS_INT: tl.constexpr, MANT: tl.constexpr, EMIN: tl.constexpr,
+                INT_MIN: tl.constexpr, ROWS: tl.constexpr, VEC: tl.constexpr,
+                ITERS: tl.constexpr, STAGES: tl.constexpr):
+    """One program's per-row state after its ITERS tiles (MASKED: the last program only)."""
+    m_abs = tl.full([ROWS], float("-inf"), tl.float64)
+    m_rel = m_abs
+    m_old = m_abs
+    m_eps = m_abs
+    m_exc = m_abs
+    m_val = m_abs
+    m_kern = m_abs
+    s_sq = tl.zeros([ROWS], tl.float64)
+    w0 = tl.zeros([ROWS], tl.int32)
+    w1 = w0
+    w2 = w0
+    w3 = w0
+    w4 = w0
+    for it in tl.range(ITERS, num_stages=STAGES):
+        m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _tile(
+            kern_ptr, ref_ptr, c_ptr, first + it * (ROWS * VEC), n, S1, S2, S3, S4,
+            K0, K1, K2, K3, K4, R0, R1, R2, R3, R4, m_abs, m_rel, m_old, m_eps, m_exc,
+            m_val, m_kern, s_sq, w0, w1, w2, w3, w4, LAYOUT, MASKED, IS_INT, MANT, EMIN, INT_MIN)
+    return m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4
+
+
+@triton.jit
 def _store_fields(col, progs, w, j0: tl.constexpr):
     """The three 10-bit fields of word w (one per row), summed over rows, to columns j0.."""
     mask = (_ONE_C << _FIELD_C) - 1
@@ -192,37 +219,18 @@ def verify_stats_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, out_ptr, n,
                         STAGES: tl.constexpr):
     pid = tl.program_id(0)
     start = pid.to(tl.int64) * (ROWS * VEC * ITERS)
-    # A thread's row: VEC consecutive flat indices (16-byte loads when contiguous).
+    # A thread's row: VEC consecutive flat indices (one vector load when contiguous).
     first = start + tl.arange(0, ROWS)[None, :] * VEC + tl.arange(0, VEC)[:, None]
     if not IDX64:
         first = first.to(tl.int32)   # 32-bit division is several times cheaper
-    m_abs = tl.full([ROWS], float("-inf"), tl.float64)
-    m_rel = m_abs
-    m_old = m_abs
-    m_eps = m_abs
-    m_exc = m_abs
-    m_val = m_abs
-    m_kern = m_abs
-    s_sq = tl.zeros([ROWS], tl.float64)
-    w0 = tl.zeros([ROWS], tl.int32)
-    w1 = w0
-    w2 = w0
-    w3 = w0
-    w4 = w0
     if start + ROWS * VEC * ITERS <= n:   # every program but the last: no masks
-        for it in tl.range(ITERS, num_stages=STAGES):
-            m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _tile(
-                kern_ptr, ref_ptr, c_ptr, first + it * (ROWS * VEC), n, S1, S2, S3, S4,
-                K0, K1, K2, K3, K4, R0, R1, R2, R3, R4, m_abs, m_rel, m_old, m_eps, m_exc,
-                m_val, m_kern, s_sq, w0, w1, w2, w3, w4, LAYOUT, False, IS_INT, MANT, EMIN,
-                INT_MIN)
+        m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _rows_state(
+            kern_ptr, ref_ptr, c_ptr, first, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
+            R0, R1, R2, R3, R4, LAYOUT, False, IS_INT, MANT, EMIN, INT_MIN, ROWS, VEC, ITERS, STAGES)
     else:
-        for it in tl.range(ITERS, num_stages=STAGES):
-            m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _tile(
-                kern_ptr, ref_ptr, c_ptr, first + it * (ROWS * VEC), n, S1, S2, S3, S4,
-                K0, K1, K2, K3, K4, R0, R1, R2, R3, R4, m_abs, m_rel, m_old, m_eps, m_exc,
-                m_val, m_kern, s_sq, w0, w1, w2, w3, w4, LAYOUT, True, IS_INT, MANT, EMIN,
-                INT_MIN)
+        m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _rows_state(
+            kern_ptr, ref_ptr, c_ptr, first, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
+            R0, R1, R2, R3, R4, LAYOUT, True, IS_INT, MANT, EMIN, INT_MIN, ROWS, VEC, ITERS, STAGES)
     if pid == 0:   # finish_kernel folds its first indices into these with atomic minima
         tl.store(out_ptr + tl.arange(0, 8), tl.zeros([8], tl.int64) + n + 1,
                  mask=tl.arange(0, 8) < NW)
@@ -363,7 +371,8 @@ def _decode(counts: list[float], n: int) -> dict:
 
 
 def vec_for(kern: torch.Tensor) -> int:
-    """Elements per thread-row: 16 bytes of the kernel output."""
+    """Elements per thread-row: MAX_VEC, or fewer where that would pass 16 bytes of the
+    kernel output."""
     return max(1, min(MAX_VEC, 16 // kern.element_size()))
 
 
