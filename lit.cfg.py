@@ -29,12 +29,15 @@ which wins over both CMake and the defaults:
                      run of its own one when several run at once on one tree
                      (scripts/flakiness does): they would delete each other's %t
 
+Facts come from the tool, never from a copy here: the device and its features from
+`python -m convgen.backend`, the threshold syntax from convgen.tolerance, the flag
+text of %random_data, %pv, %xdlops and %away_from_zero from convgen.cli.
+
 A generated lit.site.cfg.py must never sit beside this file: lit prefers it and
 this file would be ignored (.gitignore lists /lit.site.cfg.py).
 """
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -45,6 +48,9 @@ import lit.util
 
 SRC_ROOT = os.path.dirname(os.path.abspath(__file__))
 E2E_DIR = os.path.join(SRC_ROOT, "e2e")
+sys.path.insert(0, os.path.join(SRC_ROOT, "tools"))
+from convgen import cli, tolerance  # noqa: E402  (neither imports torch)
+from convgen.backend import INTERPRETER, Backend  # noqa: E402
 
 DEFAULTS = {
     "rms_threshold": "auto",
@@ -86,14 +92,10 @@ def flag(name):
 
 def threshold(name):
     value = setting(name)
-    if value.lower() == "auto":
-        return "auto"
     try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number >= 0.0:  # also rejects nan
-        lit_config.fatal("%s=%r: expected 'auto' or a number >= 0" % (name, value))
+        tolerance.parse_limit(value)
+    except ValueError as e:
+        lit_config.fatal("%s=%r: %s" % (name, value, e))
     return value
 
 
@@ -119,7 +121,7 @@ else:
         config.test_exec_root = config.test_source_root
     output_dir = os.path.join(config.test_exec_root, "Output")
 # The kernel cache stays where it was: it is safe to share, and a fresh one costs compiles.
-cache_dir = os.path.join(output_dir, "triton-cache")
+cache_dir = getattr(config, "e2e_cache_dir", None) or os.path.join(output_dir, "triton-cache")
 if setting("exec_root"):
     config.test_exec_root = os.path.abspath(setting("exec_root"))
 
@@ -197,66 +199,33 @@ elif not filecheck or not (os.access(filecheck, os.X_OK) or shutil.which(fileche
         "--param filecheck=/path/to/FileCheck (CMake: -DFILECHECK_EXECUTABLE=...)." % PYDEPS)
 
 # --- device -----------------------------------------------------------------
-PROBE = r"""
-import json, sys
-r = {"gpu": False, "backend": "interpreter", "arch": "interpreter", "warp_size": 1, "note": ""}
-try:
-    import torch
-    if torch.cuda.is_available():
-        r["gpu"] = True
-        r["backend"] = "hip" if getattr(torch.version, "hip", None) else "cuda"
-        try:
-            from triton.runtime import driver
-            t = driver.active.get_current_target()
-            r["backend"], r["warp_size"] = t.backend, t.warp_size
-            r["arch"] = (str(t.arch).split(":")[0] if t.backend == "hip" else "sm%s" % t.arch)
-        except Exception as e:
-            r["note"] = "triton driver: %s" % e
-            p = torch.cuda.get_device_properties(0)
-            if r["backend"] == "hip":
-                r["arch"] = str(getattr(p, "gcnArchName", "gfx")).split(":")[0]
-            else:
-                r["arch"] = "sm%d%d" % (p.major, p.minor)
-except Exception as e:
-    r["note"] = "%s: %s" % (type(e).__name__, e)
-print(json.dumps(r))
-"""
-
-
 def probe_device():
+    """(Backend, note): the device convgen will run on, asked of convgen itself in a
+    fresh process (importing torch here would slow every lit start and could hang)."""
     if flag("interpreter") or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return {"gpu": False, "backend": "interpreter", "arch": "interpreter",
-                "note": ""}
+        return INTERPRETER, ""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     env["PYTHONPATH"] = config.environment.get("PYTHONPATH", "")
     try:
-        out = subprocess.run([python, "-c", PROBE], env=env, capture_output=True,
+        out = subprocess.run([python, "-m", "convgen.backend"], env=env, capture_output=True,
                              text=True, timeout=300)
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+        return Backend(info["kind"], info["arch"], int(info["warp_size"])), info.get("note", "")
     except Exception as e:  # no torch, a hung driver, ...
-        return {"gpu": False, "backend": "interpreter", "arch": "interpreter",
-                "note": "device probe failed: %s" % e}
+        return INTERPRETER, "device probe failed: %s" % e
 
 
-device = probe_device()
-if device.get("note"):
-    lit_config.note("device probe: %s" % device["note"])
-arch = device["arch"]
+device, note = probe_device()
+if note:
+    lit_config.note("device probe: %s" % note)
+arch = device.arch
 features = config.available_features
-if device["gpu"]:
-    features.add("gpu")
-    features.add("rocm" if device["backend"] == "hip" else "cuda")
-    features.add(arch)
-    if device["backend"] == "hip" and arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95")):
-        features.add("mfma")
-        features.add("matrix-cores")
-    if device["backend"] == "hip" and arch.startswith(("gfx908", "gfx90a")):
-        # MI100/MI200 matrix instructions flush fp16/bf16 subnormal inputs to zero.
-        features.add("subnormal-flush")
-    if device["backend"] == "cuda" and re.match(r"sm(\d+)", arch) and \
-            int(re.match(r"sm(\d+)", arch).group(1)) >= 70:
-        features.add("matrix-cores")
+for feature in device.lit_features():
+    features.add(feature)
+if device.interpreter:
+    config.environment["TRITON_INTERPRET"] = "1"
+else:
     # One GPU, many lit workers: only gpu_jobs tests hold the GPU at a time.
     try:
         gpu_jobs = int(setting("gpu_jobs"))
@@ -265,20 +234,10 @@ if device["gpu"]:
         lit_config.fatal("gpu_jobs=%r: expected an integer >= 1" % setting("gpu_jobs"))
     lit_config.parallelism_groups["gpu"] = gpu_jobs
     config.parallelism_group = "gpu"
-else:
-    features.add("interpreter")
-    config.environment["TRITON_INTERPRET"] = "1"
-# fp8: which types this device runs is backend.py's knowledge (plain Python, no torch import)
-sys.path.insert(0, os.path.join(SRC_ROOT, "tools"))
-from convgen.backend import FP8_TYPES, Backend  # noqa: E402
-_be = Backend(device["backend"], arch, int(device.get("warp_size", 1)))
-for _t in FP8_TYPES:
-    if _be.type_unsupported(_t) is None:
-        features.add(_t.replace("_", "-"))   # fp8-e4m3, fp8-e5m2, fp8-e4m3fnuz, fp8-e5m2fnuz
 if flag("nightly"):
     features.add("nightly")
 lit_config.note("conv-e2e: device %s (%s), FileCheck %s, convgen %s"
-                % (arch, device["backend"], filecheck_cmd, convgen))
+                % (arch, device.kind, filecheck_cmd, convgen))
 
 # Share compiled kernels between tests (Triton's cache is safe across processes).
 if "TRITON_CACHE_DIR" not in config.environment:
@@ -302,20 +261,11 @@ if lit_config.maxIndividualTestTime is None:  # --timeout on the command line wi
         lit_config.warning("--param timeout=%d ignored: per-test timeouts need psutil" % timeout)
 
 # --- substitutions ------------------------------------------------------------
-seed = setting("random_seed")
-if seed.lower() in ("fixed", "none"):
-    random_data = "-rand " + seed.lower()
-elif re.fullmatch(r"\d+", seed):
-    random_data = "-rand " + seed
-else:
-    lit_config.fatal("random_seed=%r: expected N >= 0, 'fixed' or 'none'" % seed)
-
-validation = setting("validation").lower()
-if validation not in ("cpu", "gpu"):
-    lit_config.fatal("validation=%r: expected cpu or gpu" % validation)
-pv = "-pv" if validation == "cpu" else "-pv_with_gpu"
-
-xdlops = "-x2" if flag("xdlops") else "-x2=0"
+try:
+    flag_text = cli.lit_substitutions(random_seed=setting("random_seed"),
+                                      validation=setting("validation"), xdlops=flag("xdlops"))
+except ValueError as e:
+    lit_config.fatal(str(e))
 
 rms_threshold = threshold("rms_threshold")
 rel_threshold = threshold("rel_threshold")
@@ -325,18 +275,11 @@ else:
     abs_threshold = threshold("abs_threshold")
 
 # Longer names first, so no key is a prefix of one applied before it.
-config.substitutions.extend([
-    ("%convgen", convgen),
-    ("%random_data", random_data),
-    # fp16/bf16 random tests: the study's range away from zero, [-3,-1] and [1,3]
-    # (inputs.py says why both signs). With random_seed=fixed the range is unused.
-    ("%away_from_zero", "-rand_min 1 -rand_max 3 -rand_both_signs"),
+config.substitutions.extend([("%convgen", convgen)] + flag_text + [
     ("%rms_threshold", rms_threshold),
     ("%abs_threshold", abs_threshold),
     ("%rel_threshold", rel_threshold),
-    ("%xdlops", xdlops),
     ("%arch", arch),
-    ("%pv", pv),
     # `FileCheck` as a word, not inside a path or a longer name.
     (r"(?<![\w./-])FileCheck(?![\w./-])", filecheck_cmd),
 ])

@@ -19,7 +19,8 @@ import triton  # noqa: E402
 
 from convgen.backend import current  # noqa: E402
 from convgen.dtypes import elem_type  # noqa: E402
-from convgen.inputs import DataSpec, empty_output, make_inputs  # noqa: E402
+from convgen.inputs import empty_output, make_inputs  # noqa: E402
+from convgen.options import DataSpec  # noqa: E402
 from convgen.kernels.config import choose  # noqa: E402
 from convgen.kernels.launch import run_conv  # noqa: E402
 from convgen.models import RESNET50  # noqa: E402

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from convgen.options import Thresholds  # noqa: E402
+from convgen.tolerance import Thresholds  # noqa: E402
 from convgen.tolerance import Accumulation  # noqa: E402
 from convgen.kernels import verify_stats  # noqa: E402
 from convgen.verify import _Consts, verify  # noqa: E402

@@ -16,12 +16,12 @@ def torch_conv(p, tensors):
     pad = (p.pad_w_l, p.pad_w_r, p.pad_h_l, p.pad_h_r)
     kw = dict(stride=(p.stride_h, p.stride_w), dilation=(p.dil_h, p.dil_w), groups=g)
     hp, wp = p.hi + p.pad_h_l + p.pad_h_r, p.wi + p.pad_w_l + p.pad_w_r
-    if p.direction == "fwd":
+    if p.direction.name == "fwd":
         x = F.pad(_nchw(tensors["input"], p.n, g * p.c, p.hi, p.wi), pad)
         w = tensors["filter"].contiguous().reshape(g * p.k, p.c, p.y, p.x).double()
         return F.conv2d(x, w, **kw).reshape(p.n, g, p.k, p.ho, p.wo)
     dy = _nchw(tensors["output"], p.n, g * p.k, p.ho, p.wo)
-    if p.direction == "bwd_data":
+    if p.direction.name == "bwd_data":
         x = torch.zeros(p.n, g * p.c, hp, wp, dtype=torch.float64, requires_grad=True)
         w = tensors["filter"].contiguous().reshape(g * p.k, p.c, p.y, p.x).double()
         F.conv2d(x, w, **kw).backward(dy)

@@ -8,6 +8,7 @@ import pytest
 from convgen import cli
 from convgen.cli import DEFAULT_PROBLEM, parse
 from convgen.errors import ConvgenError
+from convgen.tolerance import DEFAULT, Limit
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
 
@@ -54,7 +55,7 @@ def test_dash_and_equals_forms(form):
 def test_design_example_line():
     c = parse(DESIGN_LINE)
     p = c.problem
-    assert (p.direction, p.dtype.name) == ("fwd", "f16")
+    assert (p.direction.name, p.dtype.name) == ("fwd", "f16")
     assert (p.n, p.g, p.c, p.k, p.hi, p.wi, p.y, p.x) == (64, 1, 64, 64, 56, 56, 3, 3)
     assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (1, 1, 1, 1)
     assert (p.ho, p.wo) == (56, 56)
@@ -62,14 +63,14 @@ def test_design_example_line():
     assert c.reference.validator == "cpu"
     assert (c.data.mode, c.data.seed) == ("random", 1)
     assert c.kernel.use_matrix_cores is True
-    assert c.thresholds.rms == 1e-5 and c.thresholds.abs is None
+    assert c.thresholds.rms == Limit("given", 1e-5) and c.thresholds.abs == DEFAULT
     assert c.argv == tuple(DESIGN_LINE)
 
 
 def test_defaults_without_optional_flags():
     c = parse(sizes())
     p = c.problem
-    assert (p.direction, p.dtype.name, p.g) == ("fwd", "f32", 1)
+    assert (p.direction.name, p.dtype.name, p.g) == ("fwd", "f32", 1)
     assert (p.stride_h, p.stride_w, p.dil_h, p.dil_w) == (1, 1, 1, 1)
     assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (0, 0, 0, 0)
     assert p.layouts == {"filter": "gkcyx", "input": "ngchw", "output": "ngkhw"}
@@ -84,7 +85,7 @@ def test_defaults_without_optional_flags():
     ("conv_bwd_weight", "bwd_weight"),
 ])
 def test_operations(op, direction):
-    assert parse(sizes() + ["--operation", op]).problem.direction == direction
+    assert parse(sizes() + ["--operation", op]).problem.direction.name == direction
 
 
 @pytest.mark.parametrize("t,name", [("f32", "f32"), ("fp32", "f32"), ("f16", "f16"),
@@ -143,13 +144,13 @@ def test_p_default_problem_and_overrides():
     assert (p.n, p.g, p.c, p.k, p.hi, p.wi, p.y, p.x) == (
         d["n"], d["g"], d["c"], d["k"], d["hi"], d["wi"], d["y"], d["x"])
     assert (p.n, p.c, p.k, p.hi, p.wi, p.y, p.x) == (128, 8, 128, 32, 32, 3, 3)
-    assert (p.dtype.name, p.direction, p.ho) == ("f32", "fwd", 30)
+    assert (p.dtype.name, p.direction.name, p.ho) == ("f32", "fwd", 30)
     assert p.layouts == {"filter": "gkcyx", "input": "ngchw", "output": "ngkhw"}
     # The fp16 study's line: -p with layouts and a type; explicit flags win over -p.
     q = parse("-fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -p -t f16 -batchsize 4 "
               "--rand_type float -RMS 1e-5 -maxRelDiff 1e-3".split())
     assert (q.problem.n, q.problem.c, q.problem.dtype.name) == (4, 8, "f16")
-    assert q.data.rand_type == "float" and q.thresholds.rel == 1e-3
+    assert q.data.rand_type == "float" and q.thresholds.rel == Limit("given", 1e-3)
     assert parse(["-p=true"]).problem.n == 128
     assert parse(["-p", "1"]).problem.n == 128
 
@@ -181,8 +182,8 @@ def test_range_away_from_zero_has_both_signs():
 
 
 def test_both_signs_needs_a_magnitude_range():
-    assert error(sizes() + "-rand_min -1 -rand_max 3 -rand_both_signs".split()).startswith(
-        "-rand_both_signs needs -rand_min >= 0")
+    assert error(sizes() + "-rand_min -1 -rand_max 3 -rand_both_signs".split()) == (
+        "-rand_both_signs: both signs need a magnitude range (minimum >= 0), got minimum -1")
 
 
 def test_rand_zero_resolves_a_seed():
@@ -206,17 +207,19 @@ def test_x2_followed_by_a_flag_is_bare():
 
 
 def test_kernel_reference_threshold_report_flags():
-    c = parse(sizes() + ["-perf_config", "v2:16,32,4,16,16,4,1,1,1", "-input_precision", "tf32",
+    c = parse(sizes() + ["-perf_config", "16,32,16,8,2,1,1,16,1", "-input_precision", "tf32",
                          "-flush_subnormals", "-pv_with_gpu", "-ref_accumulate", "4",
                          "-ref_flush_subnormals=1", "-absDiff_threshold", "auto",
                          "-relDiff_threshold=0.5", "-maxAbsDiff", "1000",
                          "-print-verify-results", "always", "--dump", "/tmp/d",
                          "--json=/tmp/r.json"])
     k, r, t, rep = c.kernel, c.reference, c.thresholds, c.report
-    assert k.perf_config == "v2:16,32,4,16,16,4,1,1,1"
+    assert dict(k.perf_config) == {"block_m": 16, "block_n": 32, "block_k": 16, "num_warps": 8,
+                                   "num_stages": 2, "split": 1, "waves_per_eu": 1,
+                                   "matrix_instr_nonkdim": 16, "kpack": 1}
     assert k.input_precision == "tf32" and k.flush_subnormals
     assert (r.validator, r.accumulate, r.flush_subnormals) == ("gpu", 4, True)
-    assert (t.rms, t.abs, t.rel) == (None, 1000.0, 0.5)  # -maxAbsDiff came last
+    assert (t.rms, t.abs, t.rel) == (DEFAULT, Limit("given", 1000.0), Limit("given", 0.5))  # -maxAbsDiff came last
     assert (rep.print_results, rep.dump_dir, rep.json_path) == ("always", "/tmp/d", "/tmp/r.json")
     assert parse(sizes() + ["-print_verify_results=failure"]).report.print_results == "failure"
 
@@ -254,7 +257,7 @@ def test_miopen_directions(forw, direction):
     argv = ["conv"] + MIOPEN + ([] if forw is None else ["-F", forw])
     c = parse(argv)
     p = c.problem
-    assert p.direction == direction and p.dtype.name == "f32"
+    assert p.direction.name == direction and p.dtype.name == "f32"
     assert (p.n, p.g, p.c, p.k, p.hi, p.wi, p.y, p.x) == (2, 2, 2, 3, 9, 8, 3, 3)
     assert (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r) == (1, 1, 0, 0)
     assert (p.stride_h, p.stride_w, p.dil_h, p.dil_w) == (2, 1, 1, 2)
@@ -274,12 +277,12 @@ def test_miopen_layouts_and_own_flags():
               "-rand 3 -RMS_threshold 1e-5 -pv_with_gpu -x2 --print-verify-results=off".split())
     p = c.problem
     assert p.layouts == {"filter": "gkyxc", "input": "nhwgc", "output": "nhwgk"}
-    assert c.data.seed == 3 and c.thresholds.rms == 1e-5
+    assert c.data.seed == 3 and c.thresholds.rms == Limit("given", 1e-5)
     assert c.reference.validator == "gpu" and c.kernel.use_matrix_cores
     assert c.report.print_results == "off"
     # Long MIOpen names, and MIOpen's defaults for sizes left out.
     q = parse("conv --forw 2 --batchsize 3 --in_layout NHWC".split()).problem
-    assert (q.direction, q.n, q.c, q.k, q.hi, q.y) == ("bwd_data", 3, 3, 32, 32, 3)
+    assert (q.direction.name, q.n, q.c, q.k, q.hi, q.y) == ("bwd_data", 3, 3, 32, 32, 3)
     assert q.layouts["input"] == "nhwgc" and q.layouts["filter"] == "gkcyx"
 
 
@@ -332,7 +335,7 @@ def test_bad_input(case):
 
 def test_main_returns_2_without_running(capsys, monkeypatch):
     import convgen.driver as driver
-    monkeypatch.setattr(driver, "run", lambda config: pytest.fail("driver ran"))
+    monkeypatch.setattr(driver, "run", lambda config, program: pytest.fail("driver ran"))
     assert cli.main(sizes() + ["-foo"]) == 2
     err = capsys.readouterr().err
     assert err == "convgen: error: unknown flag '-foo'\n"
@@ -343,17 +346,17 @@ def test_main_catches_driver_errors_and_interrupts(capsys, monkeypatch):
 
     def boom(config):
         raise ConvgenError("no device\nsecond line")
-    monkeypatch.setattr(driver, "run", boom)
+    monkeypatch.setattr(driver, "run", lambda config, program: boom(config))
     assert cli.main(sizes()) == 2
     assert capsys.readouterr().err == "convgen: error: no device second line\n"
 
     def interrupt(config):
         raise KeyboardInterrupt
-    monkeypatch.setattr(driver, "run", interrupt)
+    monkeypatch.setattr(driver, "run", lambda config, program: interrupt(config))
     assert cli.main(sizes()) == 130
 
     seen = []
-    monkeypatch.setattr(driver, "run", lambda config: seen.append(config) or 0)
+    monkeypatch.setattr(driver, "run", lambda config, program: seen.append(config) or 0)
     assert cli.main(sizes()) == 0 and seen[0].problem.hi == 9
 
 
@@ -390,9 +393,9 @@ def test_python_m_convgen_errors(case, subprocess_results):
 
 
 @pytest.mark.parametrize("backend,t,want", [
-    (("cuda", "sm80", 32), "fp8", "-t fp8_e4m3 needs an NVIDIA GPU of sm89 or newer, this one is sm80"),
-    (("cuda", "sm90", 32), "f8E5M2FNUZ", "(AMD's fnuz fp8) is not supported on NVIDIA GPUs (sm90)"),
-    (("hip", "gfx1100", 32), "bf8", "-t fp8_e5m2 is not supported on gfx1100"),
+    (("cuda", "sm80", 32), "fp8", "-t: fp8_e4m3 needs an NVIDIA GPU of sm89 or newer, this one is sm80"),
+    (("cuda", "sm90", 32), "f8E5M2FNUZ", "-t: fp8_e5m2fnuz (AMD's fnuz fp8) is not supported on NVIDIA GPUs (sm90)"),
+    (("hip", "gfx1100", 32), "bf8", "-t: fp8_e5m2 is not supported on gfx1100"),
 ])
 def test_fp8_refused_cleanly_where_the_device_has_none(capsys, monkeypatch, backend, t, want):
     """The type is known, the device cannot run it: one line, exit 2, before any kernel or output."""

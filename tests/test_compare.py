@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from convgen import compare
+from convgen import cli
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def arrays(tmp_path):
 
 
 def _main(capsys, *argv):
-    rc = compare.main([str(a) for a in argv])
+    rc = cli.main(["compare", *[str(a) for a in argv]])
     out, err = capsys.readouterr()
     return rc, out.splitlines(), err
 
@@ -44,11 +44,11 @@ def test_flag_spellings_and_failing_bits(arrays, tmp_path, capsys):
     kern = np.load(arrays["kern"]).astype(np.float32)
     kern[1, 0, 2, 3, 4] += 0.5
     np.save(arrays["kern"], kern)
-    rc, out, _ = _main(capsys, f"-kern={arrays['kern']}", f"--ref={arrays['ref']}", "--t=f16",
-                       "-RMS_threshold=1", "--maxAbsDiff", "0.1", "-relDiff_threshold", "auto",
-                       "-print-verify-results", "failure")
+    rc, out, err = _main(capsys, f"-kern={arrays['kern']}", f"--ref={arrays['ref']}", "--t=f16",
+                         "-RMS_threshold=1", "--maxAbsDiff", "0.1", "-relDiff_threshold", "auto",
+                         "-print-verify-results", "failure")
     assert rc == 0 and out[-1] == "[1 0 0]"
-    assert any("abs bit 0" in line and "n=1 g=0 k=2 h=3 w=4" in line for line in out)
+    assert any("abs bit 0" in line and "n=1 g=0 k=2 h=3 w=4" in line for line in err.splitlines())
 
 
 def test_off_mode_prints_only_the_bits(arrays, capsys):
@@ -95,12 +95,12 @@ def test_missing_file(arrays, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,word", [
-    (["-t", "f64"], "type"),
+    (["-t", "f64"], "'f64' for -t"),
     (["-t", "f16", "--bogus", "1"], "--bogus"),
-    (["-t", "f16", "-RMS", "tight"], "threshold"),
-    (["-t", "f16", "-RMS", "-1"], "threshold"),
+    (["-t", "f16", "-RMS", "tight"], "'tight' for -RMS: expected a number >= 0 or 'auto'"),
+    (["-t", "f16", "-RMS", "-1"], "'-1' for -RMS"),
     (["-t", "f16", "-print-verify-results", "loud"], "print-verify-results"),
-    (["-t"], "needs a value"),
+    (["-t"], "missing its value"),
 ])
 def test_bad_flags(arrays, capsys, argv, word):
     msg = _error(capsys, "--kern", arrays["kern"], "--ref", arrays["ref"], *argv)
@@ -115,3 +115,36 @@ def test_not_an_npy_file(arrays, tmp_path, capsys):
     (tmp_path / "junk.npy").write_text("hello")
     assert "junk.npy" in _error(capsys, "--kern", tmp_path / "junk.npy", "--ref", arrays["ref"],
                                 "-t", "f16")
+
+
+def test_zero_dimensional_arrays(tmp_path, capsys):
+    np.save(tmp_path / "r.npy", np.array(2.5))
+    np.save(tmp_path / "k.npy", np.array(2.5, dtype=np.float16))
+    rc, out, err = _main(capsys, "--kern", tmp_path / "k.npy", "--ref", tmp_path / "r.npy", "-t", "f16")
+    assert rc == 0 and out[-1] == "[1 1 1]" and "Traceback" not in err
+
+
+def test_empty_arrays_are_refused(tmp_path, capsys):
+    np.save(tmp_path / "r.npy", np.zeros((0, 3)))
+    np.save(tmp_path / "k.npy", np.zeros((0, 3), dtype=np.float16))
+    assert "no elements" in _error(capsys, "--kern", tmp_path / "k.npy", "--ref", tmp_path / "r.npy",
+                                   "-t", "f16")
+
+
+def test_infinity_in_both_fails_with_the_reason(tmp_path, capsys):
+    """Both sides +inf used to pass [1 1 1] with the false warning 'the reference is all zeros'."""
+    np.save(tmp_path / "r.npy", np.array([np.inf, 1.0]))
+    np.save(tmp_path / "k.npy", np.array([np.inf, 1.0], dtype=np.float16))
+    rc, out, err = _main(capsys, "--kern", tmp_path / "k.npy", "--ref", tmp_path / "r.npy", "-t", "f16")
+    assert rc == 0 and out[-1] == "[0 0 0]"
+    assert "infinities in the reference" in err and "all zeros" not in out[0] + err
+
+
+@pytest.mark.parametrize("where", ["missing/out.json", "", "adir"])
+def test_bad_json_path_is_refused_before_the_work(arrays, tmp_path, capsys, where):
+    (tmp_path / "adir").mkdir()
+    target = str(tmp_path / where) if where else ""
+    msg = _error(capsys, "--kern", arrays["kern"], "--ref", arrays["ref"], "-t", "f16",
+                 "--json", target)
+    assert msg.startswith("convgen: error: --json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "kern.npy", "ref.npy"]

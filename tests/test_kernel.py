@@ -24,6 +24,9 @@ LAYOUTS = {
 
 
 def _run(p, use_dot, perf=None, seed=1):
+    why = current().type_unsupported(p.dtype)
+    if why:   # e.g. AMD's fnuz fp8 on an NVIDIA GPU
+        pytest.skip(why)
     dev = current().torch_device
     tensors = make_inputs(p, DataSpec(seed=seed), dev)
     out = empty_output(p, dev)
@@ -39,7 +42,7 @@ def _check(p, out, ref):
         return
     err = (out.double() - ref).abs().max().item() / scale
     # one rounding to the output type on each side, plus fp32 accumulation
-    assert err <= 2 * p.dtype.u_out + 1e-5, f"relative error {err:.3g} for {p.describe()}"
+    assert err <= 2 * p.dtype.out_type.u + 1e-5, f"relative error {err:.3g} for {p.describe()}"
 
 
 @pytest.mark.parametrize("use_dot", [True, False], ids=["dot", "fma"])
@@ -72,7 +75,7 @@ def test_fp8_inputs_fp32_output(dtype, direction, use_dot):
                      hi=6, wi=5, y=3, x=3, stride=(2, 1), pad=(1, 1, 0, 1), layouts=LAYOUTS["nhwc"])
     out, ref = _run(p, use_dot)
     assert out.dtype == torch.float32
-    assert make_inputs(p, DataSpec(seed=1), "cpu")[p.reads[0]].dtype == p.dtype.torch_in
+    assert make_inputs(p, DataSpec(seed=1), "cpu")[p.reads[0]].dtype == p.dtype.torch_dtype
     _check(p, out, ref)
 
 
@@ -91,7 +94,7 @@ def test_random_geometries(seed):
                      k_total=g * rng.randint(1, 5), hi=hi, wi=wi, y=y, x=x, stride=stride,
                      dilation=dil, pad=tuple(rng.randint(0, 2) for _ in range(4)),
                      layouts=rng.choice(list(LAYOUTS.values())))
-    perf = "split=3" if direction == "bwd_weight" and seed % 2 else None
+    perf = {"split": 3} if direction == "bwd_weight" and seed % 2 else None
     out, ref = _run(p, bool(seed % 2), perf, seed=seed + 7)
     _check(p, out, ref)
 
@@ -109,6 +112,6 @@ def test_depthwise_stride_larger_than_filter():
 def test_bwd_weight_split_is_deterministic():
     p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), n=3, g=1, c_total=4,
                      k_total=8, hi=9, wi=9, y=3, x=3, pad=(1, 1, 1, 1))
-    first, _ = _run(p, True, "split=4")
-    again, _ = _run(p, True, "split=4")
+    first, _ = _run(p, True, {"split": 4})
+    again, _ = _run(p, True, {"split": 4})
     assert torch.equal(first, again)

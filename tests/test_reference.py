@@ -35,9 +35,9 @@ def torch_oracle(p, t):
         xp = F.pad(t["input"].double().reshape(n, g * p.c, p.hi, p.wi), pad)
     if "output" in t:
         dy = t["output"].double().reshape(n, g * p.k, p.ho, p.wo)
-    if p.direction == "fwd":
+    if p.direction.name == "fwd":
         return F.conv2d(xp, w, **kw).reshape(p.logical_shape("output"))
-    if p.direction == "bwd_data":
+    if p.direction.name == "bwd_data":
         dxp = torch.nn.grad.conv2d_input((n, g * p.c, hp, wp), w, dy, **kw)
         dx = dxp[:, :, p.pad_h_l:p.pad_h_l + p.hi, p.pad_w_l:p.pad_w_l + p.wi]
         return dx.reshape(p.logical_shape("input"))
@@ -86,7 +86,7 @@ def test_random_geometries_match_torch(batch):
     seen = set()
     for i in range(GEOMETRIES // 8):
         p = random_problem(rng)
-        seen.add(p.direction)
+        seen.add(p.direction.name)
         spec = DataSpec(seed=rng.randrange(1, 10**6))
         t = make_inputs(p, spec, "cpu")
         assert all(v.abs().max() > 0 for v in t.values())
@@ -192,7 +192,7 @@ def _terms(p, t):
     by explicit loops: fwd (c, y, x); bwd_data (k, y, x), unused taps as (0, 0); bwd_weight (n, ho, wo)."""
     T = {k: v.double().numpy() for k, v in t.items()}
     out = {}
-    if p.direction == "fwd":
+    if p.direction.name == "fwd":
         x, w = T["input"], T["filter"]
         for n, g, k, ho, wo in itertools.product(*map(range, p.logical_shape("output"))):
             terms = []
@@ -202,7 +202,7 @@ def _terms(p, t):
                 inside = 0 <= hi < p.hi and 0 <= wi < p.wi
                 terms.append((x[n, g, c, hi, wi] if inside else 0.0, w[g, k, c, fy, fx]))
             out[n, g, k, ho, wo] = terms
-    elif p.direction == "bwd_data":
+    elif p.direction.name == "bwd_data":
         dy, w = T["output"], T["filter"]
         for n, g, c, hi, wi in itertools.product(*map(range, p.logical_shape("input"))):
             terms = []

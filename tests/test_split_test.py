@@ -11,11 +11,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
 
 from convgen import split_test  # noqa: E402
-from convgen.split_test import check_prefixes, main, run_type, split  # noqa: E402
+from convgen.cli import command_type  # noqa: E402
+from convgen.cli import split_test_main as main  # noqa: E402
+from convgen.split_test import _tokens, check_prefixes, split  # noqa: E402
+
+
+def run_type(command):
+    return command_type(_tokens(command))
 
 
 def pieces(text, type_filter=None):
-    return dict(split(textwrap.dedent(text), type_filter))
+    return dict(split(textwrap.dedent(text), type_filter, type_of=command_type))
 
 
 def lines(body):
@@ -40,6 +46,10 @@ def test_types():
     assert run_type("%convgen convbfp16 -n 1") == "bf16"
     assert run_type("%convgen conv -n 1") == "f32"
     assert run_type("%convgen -p -in_h 3") == "f32"       # convgen's default
+    # the one type table: every spelling -t takes, split-test takes
+    assert run_type("%convgen -t float16 -p") == "f16"
+    assert run_type("%convgen -t f8E4M3FNUZ -p") == "fp8_e4m3fnuz"
+    assert run_type("%convgen -t f64 -p") is None
 
 
 def test_interleaved_runs_own_the_checks_that_follow():
@@ -240,3 +250,25 @@ def test_failure_part_way_takes_back_renamed_files(tmp_path, monkeypatch):
     monkeypatch.setattr(split_test.os, "replace", second_fails)
     assert main([str(src), str(dest)]) == 2
     assert os.listdir(dest) == []
+
+
+def test_existing_files_are_not_replaced_without_force(tmp_path, capsys):
+    src = tmp_path / "t.mlir"
+    src.write_text("// RUN: a | FileCheck %s\n// CHECK: a\n// RUN: b | FileCheck %s\n// CHECK: b\n")
+    dest = tmp_path / "o"
+    dest.mkdir()
+    (dest / "t_1.mlir").write_text("mine\n")
+    assert main([str(src), str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "t_1.mlir exists" in err and "--force" in err
+    assert sorted(os.listdir(dest)) == ["t_1.mlir"] and (dest / "t_1.mlir").read_text() == "mine\n"
+    assert main([str(src), str(dest), "--force"]) == 0
+    assert (dest / "t_1.mlir").read_text().startswith("// RUN: b")
+
+
+def test_type_names_are_the_type_tables(tmp_path, capsys):
+    src = tmp_path / "t.mlir"
+    src.write_text("// RUN: %convgen -t half -p | FileCheck %s\n// CHECK: a\n")
+    assert main([str(src), str(tmp_path / "o"), "-t", "fp16"]) == 0
+    assert os.listdir(tmp_path / "o") == ["t_0.mlir"]
+    assert main([str(src), str(tmp_path / "p"), "-t", "i32"]) == 2   # an output-only type

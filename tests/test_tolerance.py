@@ -5,10 +5,9 @@ import re
 import pytest
 import torch
 
-from convgen import tolerance
-from convgen.errors import ConvgenError
-from convgen.options import Thresholds
-from convgen.tolerance import LAMBDA, Accumulation, resolve
+from convgen import dtypes, tolerance
+from convgen.problem import make_problem
+from convgen.tolerance import AUTO, DEFAULT, LAMBDA, Accumulation, Limit, Thresholds, resolve
 
 F32_ACC = 2.0 ** -24
 
@@ -68,30 +67,70 @@ def test_integer_outputs_are_exact():
     assert resolve(Thresholds(rms=1e-3), torch.int32, acc, 5.0).rms == 1e-3
 
 
-@pytest.mark.parametrize("bad", [-1.0, "fast", float("nan")])
+@pytest.mark.parametrize("bad", [-1.0, "fast", float("nan"), "", "-0.5", "1e-3x"])
 def test_bad_threshold(bad):
-    with pytest.raises(ConvgenError):
-        resolve(Thresholds(rms=bad), torch.float32, None, 1.0)
+    with pytest.raises(ValueError, match="expected a number >= 0 or 'auto'"):
+        Thresholds(rms=bad)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("auto", AUTO), ("AUTO", AUTO), (" auto ", AUTO), ("0", Limit("given", 0.0)),
+    ("1e-5", Limit("given", 1e-5)), ("1000", Limit("given", 1000.0)),
+    ("inf", Limit("given", float("inf"))),
+])
+def test_the_one_threshold_parser(text, want):
+    assert tolerance.parse_limit(text) == want
+
+
+def test_thresholds_are_frozen_and_typed():
+    th = Thresholds(1e-5, "auto", None)
+    assert (th.rms, th.abs, th.rel) == (Limit("given", 1e-5), AUTO, DEFAULT)
+    with pytest.raises(Exception):
+        th.rms = AUTO
+
+
+def _problem(t, direction="fwd"):
+    return make_problem(direction=direction, dtype=dtypes.elem_type(t), n=2, g=1, c_total=8,
+                        k_total=4, hi=5, wi=5, y=3, x=3)
+
+
+@pytest.mark.parametrize("t,use_dot,precision,dot_u,want", [
+    ("f16", True, "ieee", None, (72, 0.0, 2.0 ** -24)),
+    ("bf16", False, "ieee", None, (72, 0.0, 2.0 ** -24)),
+    ("f32", False, "tf32", None, (72, 2.0 ** -24, 2.0 ** -24)),   # FMA path ignores tf32
+    ("f32", True, "ieee", None, (72, 2.0 ** -24, 2.0 ** -24)),
+    ("f32", True, "tf32", None, (72, 2.0 ** -9, 2.0 ** -24)),
+    ("fp8_e4m3", True, "ieee", 2.0 ** -15, (72, 0.0, 2.0 ** -15)),  # Hopper's fast fp8
+    ("fp8_e4m3", False, "ieee", 2.0 ** -15, (72, 0.0, 2.0 ** -24)),
+    ("i8", True, "ieee", None, (72, 0.0, 0.0)),
+])
+def test_accumulation_follows_type_path_and_precision(t, use_dot, precision, dot_u, want):
+    acc = tolerance.accumulation(_problem(t), use_dot, precision, dot_u)
+    assert (acc.n, acc.u_comp, acc.u_acc) == want
+
+
+def test_accumulation_length_is_the_longest_reduction():
+    assert tolerance.accumulation(_problem("f16", "bwd_data"), True, "ieee").n == 4 * 9
+    assert tolerance.accumulation(_problem("f16", "bwd_weight"), True, "ieee").n == 2 * 3 * 3
 
 
 def test_spacing():
-    f16 = tolerance.out_type(torch.float16)
+    f16 = dtypes.TYPES["f16"]
     assert f16.spacing(1.0) == 2.0 ** -10
     assert f16.spacing(1.0 - 2.0 ** -11) == 2.0 ** -11
     assert f16.spacing(2048.0) == 2.0
     assert f16.spacing(2.0 ** -20) == f16.spacing(0.0) == 2.0 ** -24
-    assert tolerance.out_type(torch.bfloat16).spacing(1.0) == 2.0 ** -7
-    assert tolerance.out_type(torch.int32).spacing(12345.0) == 1.0
+    assert dtypes.TYPES["bf16"].spacing(1.0) == 2.0 ** -7
+    assert dtypes.TYPES["i32"].spacing(12345.0) == 1.0
 
 
 def test_documented_table_matches_the_formulas():
     rows = re.findall(r"^\| (f32|f16|bf16) +\| (\d+) +\| ([\d.e-]+) +\| ([\d.e-]+) \* M \+ ([\d.e-]+) +"
                       r"\| ([\d.e-]+) +\| ([\d.e-]+) \* M", tolerance.__doc__, re.M)
     assert len(rows) == 6
-    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
     for name, n, rms, abs_k, dmin, rtol, atol_k in rows:
         u_comp = 2.0 ** -24 if name == "f32" else 0.0
-        t = tolerance.terms(dtypes[name], Accumulation(int(n), u_comp, F32_ACC))
+        t = tolerance.terms(dtypes.TYPES[name], Accumulation(int(n), u_comp, F32_ACC))
         for doc, value in ((rms, t.rms), (abs_k, t.abs_k), (dmin, t.denorm_min), (rtol, t.rtol),
                            (atol_k, t.atol_k)):
             assert float(doc) == pytest.approx(value, rel=1e-3), (name, n)

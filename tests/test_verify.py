@@ -7,12 +7,28 @@ import pytest
 import torch
 
 from convgen import report, verify
-from convgen.options import Thresholds
+from convgen.tolerance import Thresholds
 
 F16 = torch.float16
 AUTO = Thresholds()
 # The Triton pass: compiled on a GPU, else in the interpreter (conftest sets TRITON_INTERPRET).
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _json(v):
+    return report.to_json(v)
+
+
+def _msgs(v):
+    return report.messages(v)
+
+
+def _same_rms(a, b):
+    """RMS from two passes: equal to 1e-12, or the same non-finite value ('inf')."""
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+    else:
+        assert a == pytest.approx(b, rel=1e-12)
 
 
 def _run(ref, kern, dtype=F16, th=AUTO, **kw):
@@ -112,8 +128,9 @@ def test_nan_fails_every_bit():
     r = verify.verify(kern, torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64).reshape(2, 2),
                       F16, Thresholds(1e9, 1e9, 1e9), dim_names="hw")
     assert r.bits == (0, 0, 0) and r.nan_count == 2 and r.nonfinite
-    assert "2 NaN" in r.messages[0] and "unwritten or computed" in r.messages[0]
-    assert "h=0 w=1" in r.messages[0]
+    assert "2 NaN" in _msgs(r)[0] and "unwritten or computed" in _msgs(r)[0]
+    assert "h=0 w=1" in _msgs(r)[0]
+    assert [f.kind for f in r.findings] == ["kern_nan"] and r.findings[0].count == 2
     assert r.metrics["max_abs_diff"] == 0.0  # the other elements still compared
 
 
@@ -123,44 +140,56 @@ def test_unwritten_output_fails():
     out[:2] = ref[:2].to(F16)                              # the kernel forgot the last row
     r = verify.verify(out, ref, F16, AUTO)
     assert r.bits == (0, 0, 0) and r.nan_count == 4
-    assert "unwritten" in r.messages[0]
+    assert "unwritten" in _msgs(r)[0]
 
 
-@pytest.mark.parametrize("ref,kern", [
-    ([1.0, 2.0], [1.0, float("inf")]),                # kernel overflowed
-    ([1.0, float("inf")], [1.0, float("-inf")]),      # wrong sign
-    ([1.0, float("inf")], [1.0, 2.0]),                # reference overflowed, kernel did not
-])
-def test_mismatched_infinity_fails(ref, kern):
-    r = _run(ref, kern)
-    assert r.bits == (0, 0, 0) and r.bad_inf_count == 1 and "infinities" in r.messages[0]
+def test_kernel_infinity_fails():
+    r = _run([1.0, 2.0], [1.0, float("inf")])          # the kernel overflowed
+    assert r.bits == (0, 0, 0) and r.bad_inf_count == 1 and r.ref_inf_count == 0
+    assert "infinities in the kernel output where the reference is finite" in _msgs(r)[0]
 
 
-def test_equal_infinities_are_equal():
-    r = _run([1.0, float("inf"), -2.0], [1.0, float("inf"), -2.0])
-    assert r.bits == (1, 1, 1) and r.exact_count == 3 and r.inf_count == 1
-    assert r.ref_max_abs == 2.0
+@pytest.mark.parametrize("kern", [float("-inf"), 2.0, float("inf")])
+def test_infinite_reference_fails_whatever_the_kernel(kern):
+    """A reference that overflows the output type verifies nothing there: even a kernel with
+    the same infinity fails, with a reason that says so (not 'the reference is all zeros')."""
+    r = _run([1.0, float("inf"), -2.0], [1.0, kern, -2.0])
+    assert r.bits == (0, 0, 0) and r.ref_inf_count == 1 and r.nonfinite
+    assert "infinities in the reference" in _msgs(r)[0] and "overflows f16" in _msgs(r)[0]
+    assert report.warnings(r) == []
+
+
+def test_all_infinite_reference_names_the_overflow():
+    r = _run([float("inf"), float("inf")], [float("inf"), float("inf")])
+    assert r.bits == (0, 0, 0)
+    assert "overflows f16" in _msgs(r)[0] and not report.warnings(r)
 
 
 def test_all_zero_kernel_fails():
     r = _run([1.0, -2.0, 3.0], [0.0, 0.0, 0.0], th=Thresholds(1e9, 1e9, 1e9))
-    assert r.bits == (0, 0, 0) and "all zeros" in r.messages[0]
+    assert r.bits == (0, 0, 0) and "all zeros" in _msgs(r)[0]
 
 
 def test_all_zero_reference_warns():
     r = _run([0.0, 0.0], [0.0, 0.0])
     assert r.bits == (1, 1, 1)
-    assert r.warnings == ["the reference is all zeros: this test checks nothing"]
+    assert report.warnings(r) == ["the reference is all zeros: this test checks only that the "
+                                  "kernel writes zeros"]
     r = _run([0.0, 0.0], [0.0, 1.0])
-    assert r.bits[1] == 0 and r.warnings
+    assert r.bits[1] == 0 and report.warnings(r)
+
+
+def test_empty_output_fails():
+    r = verify.verify(torch.zeros(0, dtype=F16), torch.zeros(0, dtype=torch.float64), F16)
+    assert r.bits == (0, 0, 0) and "nothing was verified" in _msgs(r)[0]
 
 
 def test_bits_against_given_thresholds():
     r = _run([1.0, 2.0], [1.0, 2.0 + 2.0 ** -9], th=Thresholds(1e-5, 1e-2, 1e-4))
     # rms = 2^-9 / (sqrt(2) * 2.001953) = 6.9e-4; maxAbs 1.95e-3; maxRel 9.8e-4
     assert r.bits == (0, 1, 0)
-    assert any(m.startswith("RMS bit 0") for m in r.messages)
-    assert any(m.startswith("rel bit 0") for m in r.messages)
+    assert any(m.startswith("RMS bit 0") for m in _msgs(r))
+    assert any(m.startswith("rel bit 0") for m in _msgs(r))
 
 
 def test_auto_rel_check_scales_the_floor():
@@ -172,9 +201,9 @@ def test_auto_rel_check_scales_the_floor():
     assert r.metrics["max_rel_diff"] == 0.25 and r.bits == (1, 1, 1)
     r = _run(ref, kern, th=Thresholds(rel=1e-3), accum=acc)
     assert r.bits == (1, 1, 0)
-    assert "near zero" in r.messages[0] and "likely rounding" in r.messages[0]
+    assert "near zero" in _msgs(r)[0] and "likely rounding" in _msgs(r)[0]
     r = _run([100.0, 1.0], [100.0, 1.0 + 2.0 ** -3], accum=acc)
-    assert r.bits[2] == 0 and r.messages[-1].startswith("rel bit 0 (auto)")
+    assert r.bits[2] == 0 and _msgs(r)[-1].startswith("rel bit 0 (auto)")
 
 
 def test_int32_exact_and_poison():
@@ -184,7 +213,7 @@ def test_int32_exact_and_poison():
     kern[1, 1] = -2 ** 31
     r = verify.verify(kern, ref, torch.int32, AUTO)
     assert r.bits == (0, 0, 0) and r.int_min_count == 1
-    assert "poison" in r.messages[0]
+    assert "poison" in _msgs(r)[0]
 
 
 def test_strided_views_and_chunks_agree():
@@ -193,11 +222,11 @@ def test_strided_views_and_chunks_agree():
     ref = phys.permute(0, 3, 4, 1, 2).to(F16).to(torch.float64)
     kern = (phys + 1e-3 * torch.randn_like(phys)).to(F16).permute(0, 3, 4, 1, 2)
     kern[1, 2, 3, 4, 5] = kern[0, 0, 0, 0, 0] = 100.0        # a tie: the first one is the worst
-    base = verify.verify(kern.contiguous(), ref.contiguous(), F16, AUTO).to_json()
+    base = _json(verify.verify(kern.contiguous(), ref.contiguous(), F16, AUTO))
     assert base["worst"]["max_abs_diff"]["at"] == {"n": 0, "g": 0, "k": 0, "h": 0, "w": 0}
     for chunk in (7, 20, 97, 10 ** 6):
-        j = verify.verify(kern, ref, F16, AUTO, chunk=chunk).to_json()
-        assert j["rms"] == pytest.approx(base["rms"], rel=1e-12)
+        j = _json(verify.verify(kern, ref, F16, AUTO, chunk=chunk))
+        _same_rms(j["rms"], base["rms"])
         assert _without_rms(j) == _without_rms(base)
 
 
@@ -270,10 +299,10 @@ def test_device_pass_matches_cpu_pass(dtype, nonfinite, launches):
         kern[2, 0, 0, 1, 9] = float("inf")
         ref[2, 0, 3, 3, 3] = kern[2, 0, 3, 3, 3] = float("-inf")
     acc = verify.tolerance.Accumulation(64, 0.0, 2.0 ** -24)
-    cpu = verify.verify(kern, ref, dtype, AUTO, acc, device_path=False).to_json()
-    dev = verify.verify(kern.to(DEV), ref.to(DEV), dtype, AUTO, acc, device_path=True).to_json()
+    cpu = _json(verify.verify(kern, ref, dtype, AUTO, acc, device_path=False))
+    dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), dtype, AUTO, acc, device_path=True))
     assert launches == ["fallback" if nonfinite else "kernel"]
-    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    _same_rms(dev["rms"], cpu["rms"])
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -281,8 +310,8 @@ def test_device_pass_finds_the_worst_elements(launches):
     kern, ref = _random_case(F16, seed=3)
     kern[2, 0, 3, 4, 40] = 50.0                              # in the last, partial block
     th = Thresholds(rel=1e-3)
-    cpu = verify.verify(kern, ref, F16, th, device_path=False).to_json()
-    dev = verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True).to_json()
+    cpu = _json(verify.verify(kern, ref, F16, th, device_path=False))
+    dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True))
     assert launches == ["kernel"]
     assert dev["worst"]["max_abs_diff"]["at"] == {"n": 2, "g": 0, "k": 3, "h": 4, "w": 40}
     assert _without_rms(dev) == _without_rms(cpu)
@@ -306,21 +335,21 @@ def test_device_pass_carries_maxima_across_blocks_and_programs(layout, launches,
         ref = ref.contiguous()
     assert (kern.stride() == ref.stride()) == (layout != "different strides")
     th = Thresholds(rel=1e-3)
-    cpu = verify.verify(kern, ref, F16, th, device_path=False).to_json()
-    dev = verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True).to_json()
+    cpu = _json(verify.verify(kern, ref, F16, th, device_path=False))
+    dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True))
     assert launches == ["kernel"]
     assert dev["worst"]["max_abs_diff"]["at"] == {"n": 0, "g": 0, "k": 1, "h": 2, "w": 3}
-    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    _same_rms(dev["rms"], cpu["rms"])
     assert _without_rms(dev) == _without_rms(cpu)
 
 
 def test_device_pass_takes_a_reference_in_the_output_type(launches):
     kern, ref = _random_case(torch.bfloat16, seed=17)
-    cpu = verify.verify(kern, ref, torch.bfloat16, AUTO, device_path=False).to_json()
-    dev = verify.verify(kern.to(DEV), ref.to(torch.bfloat16).to(DEV), torch.bfloat16, AUTO,
-                        device_path=True).to_json()
+    cpu = _json(verify.verify(kern, ref, torch.bfloat16, AUTO, device_path=False))
+    dev = _json(verify.verify(kern.to(DEV), ref.to(torch.bfloat16).to(DEV), torch.bfloat16, AUTO,
+                        device_path=True))
     assert launches == ["kernel"]
-    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    _same_rms(dev["rms"], cpu["rms"])
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -338,10 +367,10 @@ def _edge_cases():
 
 @pytest.mark.parametrize("name,kern,ref", list(_edge_cases()), ids=[c[0] for c in _edge_cases()])
 def test_device_pass_edge_cases(name, kern, ref, launches):
-    cpu = verify.verify(kern, ref, kern.dtype, AUTO, device_path=False).to_json()
-    dev = verify.verify(kern.to(DEV), ref.to(DEV), kern.dtype, AUTO, device_path=True).to_json()
+    cpu = _json(verify.verify(kern, ref, kern.dtype, AUTO, device_path=False))
+    dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), kern.dtype, AUTO, device_path=True))
     assert launches == ["fallback" if name.startswith("float64 reference far") else "kernel"]
-    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    _same_rms(dev["rms"], cpu["rms"])
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -351,11 +380,11 @@ def test_device_pass_falls_back_on_a_large_tensor_with_a_nan(launches):
     ref = torch.randn(4, 1, 64, 60, 61, generator=g, dtype=torch.float64).to(F16).to(torch.float64)
     kern = (ref * (1 + 1e-3 * torch.randn(ref.shape, generator=g, dtype=torch.float64))).to(F16)
     kern[2, 0, 33, 1, 7] = float("nan")
-    cpu = verify.verify(kern, ref, F16, AUTO).to_json()
-    dev = verify.verify(kern.cuda(), ref.cuda(), F16, AUTO).to_json()
+    cpu = _json(verify.verify(kern, ref, F16, AUTO))
+    dev = _json(verify.verify(kern.cuda(), ref.cuda(), F16, AUTO))
     assert launches == ["fallback"]
     assert dev["nan_count"] == 1
-    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    _same_rms(dev["rms"], cpu["rms"])
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -368,10 +397,10 @@ def test_device_pass_on_many_blocks(launches):
     kern = kern.to(F16).permute(0, 3, 4, 1, 2)
     kern[3, 0, 299, 29, 29] = 1000.0                # the worst element, in the last program
     acc = verify.tolerance.Accumulation(576, 0.0, 2.0 ** -24)
-    cpu = verify.verify(kern, ref, F16, AUTO, acc).to_json()
-    dev = verify.verify(kern.cuda(), ref.cuda(), F16, AUTO, acc).to_json()
+    cpu = _json(verify.verify(kern, ref, F16, AUTO, acc))
+    dev = _json(verify.verify(kern.cuda(), ref.cuda(), F16, AUTO, acc))
     assert launches == ["kernel"]
-    assert dev["rms"] == pytest.approx(cpu["rms"], rel=1e-12)
+    _same_rms(dev["rms"], cpu["rms"])
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -395,7 +424,8 @@ def _results():
 def test_report_never_looks_like_bits():
     for r in _results():
         for mode in report.MODES:
-            for line in report.format_report(r, mode):
+            out, err = report.render(r, mode, reproduce="convgen -t f16 -rand 3")
+            for line in out + err:
                 assert line.startswith("# ")
                 for pat in BITS_LIKE:
                     assert not pat.search(line), line
@@ -403,18 +433,41 @@ def test_report_never_looks_like_bits():
 
 def test_report_modes():
     passing, failing = _run([1.0], [1.0]), _run(HAND_REF, HAND_KERN, th=Thresholds(1e-9, 1e-9, 1e-9))
-    assert len(report.format_report(passing, "summary")) == 1
-    assert "[auto: |d| <= " in report.format_report(passing, "summary")[0]
-    assert report.format_report(passing, "failure") == []
-    assert report.format_report(passing, "off") == []
-    assert len(report.format_report(passing, "always")) > 10
-    lines = report.format_report(failing, "summary")
-    assert any("relDiff_old histogram" in x for x in lines)
-    assert any("worst elements" in x for x in lines)
-    assert any(x.startswith("# convgen: abs bit 0") for x in lines)
-    assert report.format_report(failing, "off") == []
+    assert report.render(passing, "summary")[1] == []
+    out, _ = report.render(passing, "summary")
+    assert len(out) == 1 and "[auto: |d| <= " in out[0]
+    assert report.render(passing, "failure") == ([], [])
+    assert report.render(passing, "off") == ([], [])
+    assert len(report.render(passing, "always")[0]) > 10
+    # a failing run: stdout as the mode says; the reasons, histograms, worst elements and
+    # the reproducer for stderr (lit shows a failing test's stderr) in every mode
+    for mode in report.MODES:
+        out, err = report.render(failing, mode, reproduce="convgen -rand 3")
+        assert any("relDiff_old histogram" in x for x in err)
+        assert any("worst elements" in x for x in err)
+        assert any(x.startswith("# convgen: abs bit 0") for x in err)
+        assert err[-1] == out[-1] == "# convgen: reproduce with: convgen -rand 3"
+        if mode != "off":
+            assert any(x.startswith("# convgen: abs bit 0") for x in out)
+            assert any("relDiff_old histogram" in x for x in out)
+    assert report.render(failing, "off", "convgen -rand 3")[0] == [
+        "# convgen: reproduce with: convgen -rand 3"]
     nan = _run([1.0], [float("nan")])
-    assert report.format_report(nan, "off") and "NaN" in report.format_report(nan, "off")[0]
+    assert "NaN" in report.render(nan, "off")[0][0] and "NaN" in report.render(nan, "off")[1][0]
+
+
+def test_failing_details_reach_stderr_only_when_stdout_is_not_a_terminal(capsys, monkeypatch):
+    failing = _run(HAND_REF, HAND_KERN, th=Thresholds(1e-9, 1e-9, 1e-9))
+    report.emit(failing, "summary", reproduce="convgen x")
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == "[0 0 0]" and "abs bit 0" in out
+    assert "abs bit 0" in err and "reproduce with: convgen x" in err
+    assert "[0 0 0]" not in err.splitlines()
+    monkeypatch.setattr(report.sys.stdout, "isatty", lambda: True)
+    report.emit(failing, "summary")
+    assert capsys.readouterr().err == ""
+    report.emit(_run([1.0], [1.0]), "summary")
+    assert capsys.readouterr().err == ""
 
 
 def test_bits_line():
@@ -423,7 +476,7 @@ def test_bits_line():
 
 
 def test_to_json_keys():
-    j = _run(HAND_REF, HAND_KERN).to_json()
+    j = _json(_run(HAND_REF, HAND_KERN))
     for key in ("rms", "max_abs_diff", "max_rel_diff", "max_rel_diff_old", "max_epsilon_diff",
                 "bits", "thresholds", "histograms", "n", "nan_count", "inf_count"):
         assert key in j

@@ -1,20 +1,28 @@
-"""Which device runs the kernels, and what that device needs to know.
+"""The device: which one runs the kernels, and every fact about it the rest relies on.
 
-The only module that asks "is this the interpreter, CUDA or HIP?". Everything
-else asks this module for a torch device, a target, or launch options.
+The only module that asks "is this the interpreter, CUDA or HIP?". Everything else
+asks a `Backend` for a torch device, a capability, the compile options it accepts, or
+the lit features it gives (lit.cfg.py runs `python -m convgen.backend`, which prints
+the probed device and its features as JSON).
+
+Importing this module imports neither torch nor Triton; `current()` does.
 """
 from __future__ import annotations
 
 import functools
+import json
 import os
+import sys
 from dataclasses import dataclass
+
+from convgen import dtypes
 
 # Triton 3.9 warns when this is unset; the FMA path is meant to fuse a*b+c.
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
-AMD_ONLY_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
-# the `-t` names (dtypes.py) of the fp8 types, whose support depends on the device
-FP8_TYPES = ("fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz")
+# Compile options only Triton's HIP backend takes (CUDA raises KeyError on them).
+AMD_COMPILE_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+MAX_THREADS_PER_PROGRAM = 1024   # NVIDIA and AMD alike
 
 
 @dataclass(frozen=True)
@@ -37,11 +45,6 @@ class Backend:
         return "cpu" if self.interpreter else "cuda"
 
     @property
-    def flushes_fp16_subnormals(self) -> bool:
-        """MI200 (gfx90a) matrix instructions flush fp16/bf16 subnormals; MI100 and NVIDIA do not."""
-        return self.arch == "gfx90a"
-
-    @property
     def sm(self) -> int:
         """NVIDIA compute capability as a number (sm90 -> 90); 0 elsewhere."""
         digits = "".join(ch for ch in self.arch if ch.isdigit()) if self.kind == "cuda" else ""
@@ -55,34 +58,44 @@ class Backend:
             return self.arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95"))
         return True  # the interpreter emulates tl.dot
 
-    def type_unsupported(self, type_name: str) -> str | None:
-        """Why this device cannot run `-t type_name`, or None when it can.
+    @property
+    def flushes_fp16_subnormals(self) -> bool:
+        """MI200 (gfx90a) matrix instructions flush fp16/bf16 subnormal inputs and outputs to
+        zero, and no compile option stops it; MI100 (gfx908), MI300 and NVIDIA do not."""
+        return self.arch == "gfx90a"
+
+    @property
+    def max_warps(self) -> int:
+        """The most warps (wavefronts) one program may have."""
+        return MAX_THREADS_PER_PROGRAM // max(self.warp_size, 32)
+
+    def type_unsupported(self, t: dtypes.ElemType) -> str | None:
+        """Why this device cannot run a convolution over `t`, or None when it can.
 
         Only fp8 is limited. What Triton can compile was checked by cross-compiling
         (tests/test_isa.py): OCP fp8 dots need sm89+ on NVIDIA (sm80 has no e4m3
-        conversion); AMD gfx90a/gfx942 run OCP fp8 on fp16 matrix cores after an
-        exact upcast (not e5m2 on gfx90a, whose fp16 path flushes e5m2's subnormals),
-        gfx950 natively; the fnuz formats are gfx942's own (gfx950
-        upcasts them), and NVIDIA has none. The interpreter emulates all of them.
+        conversion); AMD gfx90a/gfx942 run OCP fp8 on fp16 matrix cores after an exact
+        upcast (not e5m2 on gfx90a, whose fp16 path flushes e5m2's subnormals), gfx950
+        natively; the fnuz formats are gfx942's own (gfx950 upcasts them), and NVIDIA has
+        none. The interpreter emulates all of them.
         """
-        if not type_name.startswith("fp8") or self.interpreter:
+        if not t.is_fp8 or self.interpreter:
             return None
-        fnuz = type_name.endswith("fnuz")
         if self.kind == "cuda":
-            if fnuz:
-                return f"-t {type_name} (AMD's fnuz fp8) is not supported on NVIDIA GPUs ({self.arch})"
+            if t.fnuz:
+                return f"{t.name} (AMD's fnuz fp8) is not supported on NVIDIA GPUs ({self.arch})"
             if self.sm < 89:
-                return f"-t {type_name} needs an NVIDIA GPU of sm89 or newer, this one is {self.arch}"
+                return f"{t.name} needs an NVIDIA GPU of sm89 or newer, this one is {self.arch}"
             return None
-        ok = ("gfx94", "gfx95") if fnuz else ("gfx90a", "gfx94", "gfx95")
+        ok = ("gfx94", "gfx95") if t.fnuz else ("gfx90a", "gfx94", "gfx95")
         if not self.arch.startswith(ok):
-            return f"-t {type_name} is not supported on {self.arch} (supported: {', '.join(ok)}*)"
-        if type_name == "fp8_e5m2" and self.flushes_fp16_subnormals:
+            return f"{t.name} is not supported on {self.arch} (supported: {', '.join(ok)}*)"
+        if t.fp8 == "e5m2" and not t.fnuz and self.flushes_fp16_subnormals:
             # its subnormals become fp16 subnormals, which MI200's fp16 matrix path flushes
-            return f"-t {type_name} is not supported on {self.arch} (its fp16 matrix path flushes e5m2 subnormals)"
+            return f"{t.name} is not supported on {self.arch} (its fp16 matrix path flushes e5m2 subnormals)"
         return None
 
-    def dot_u_acc(self, type_name: str, max_num_imprecise_acc: int | None) -> float | None:
+    def dot_u_acc(self, t: dtypes.ElemType, max_num_imprecise_acc: int | None) -> float | None:
         """The accumulator's unit roundoff on the matrix-core path when it is not fp32's.
 
         Hopper's fp8 units (wgmma, sm90) keep about 14 bits while they sum products,
@@ -93,38 +106,108 @@ class Backend:
         Triton's default. 2^-15 with the verifier's 2*u_acc for truncation is 14 bits.
         Other NVIDIA archs, AMD's fp8 MFMA and the interpreter accumulate in fp32.
         """
-        if (self.kind == "cuda" and self.arch == "sm90" and type_name in FP8_TYPES
+        if (self.kind == "cuda" and self.arch == "sm90" and t.is_fp8
                 and (max_num_imprecise_acc is None or max_num_imprecise_acc > 0)):
             return 2.0 ** -15
         return None
 
-    def launch_options(self, options: dict) -> dict:
-        """Drop AMD-only compile options unless the backend is HIP (CUDA raises KeyError on them)."""
+    def compile_options(self, options: dict) -> dict:
+        """`options` without the ones this backend's compiler does not take (AMD's, off HIP)."""
         if self.is_hip:
             return dict(options)
-        return {k: v for k, v in options.items() if k not in AMD_ONLY_OPTIONS}
+        return {k: v for k, v in options.items() if k not in AMD_COMPILE_OPTIONS}
+
+    def lit_features(self) -> list[str]:
+        """The lit features tests may REQUIRE on this device."""
+        if self.interpreter:
+            feats = ["interpreter"]
+        else:
+            feats = ["gpu", "rocm" if self.is_hip else "cuda", self.arch]
+            if self.has_matrix_cores:
+                feats.append("matrix-cores")
+                if self.is_hip:
+                    feats.append("mfma")
+            if self.flushes_fp16_subnormals:
+                feats.append("subnormal-flush")
+        feats += [t.replace("_", "-") for t in dtypes.FP8_TYPES
+                  if self.type_unsupported(dtypes.TYPES[t]) is None]
+        return feats
+
+    def memory_bytes(self) -> int:
+        """Bytes free for this run's tensors: the GPU's free memory, or the host's."""
+        if not self.interpreter:
+            import torch
+            return int(torch.cuda.mem_get_info()[0])
+        return host_memory_bytes()
+
+
+INTERPRETER = Backend("interpreter", "interpreter", 1)
+
+
+def host_memory_bytes() -> int:
+    """Available host memory (MemAvailable; the physical total where /proc is missing)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def interpreter_requested() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def probe() -> tuple[Backend, str]:
+    """The device Triton would use, and a note when something went wrong on the way."""
+    if interpreter_requested():
+        return INTERPRETER, ""
+    try:
+        import torch
+    except Exception as e:   # noqa: BLE001 - no torch at all: nothing but the interpreter
+        return INTERPRETER, f"{type(e).__name__}: {e}"
+    if not torch.cuda.is_available():
+        return INTERPRETER, ""
+    try:
+        from triton.runtime import driver
+        target = driver.active.get_current_target()
+        if target.backend == "hip":
+            return Backend("hip", str(target.arch).split(":")[0], target.warp_size), ""
+        return Backend("cuda", f"sm{target.arch}", target.warp_size), ""
+    except Exception as e:   # noqa: BLE001 - a broken driver still leaves torch's view
+        props = torch.cuda.get_device_properties(0)
+        if getattr(torch.version, "hip", None):
+            arch = str(getattr(props, "gcnArchName", "gfx")).split(":")[0]
+            return Backend("hip", arch, 64), f"triton driver: {e}"
+        return Backend("cuda", f"sm{props.major}{props.minor}", 32), f"triton driver: {e}"
 
 
 @functools.lru_cache(maxsize=1)
 def current() -> Backend:
     # Check the interpreter first: with no GPU the driver raises.
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return Backend("interpreter", "interpreter", 1)
-    import torch
-    if not torch.cuda.is_available():
-        return Backend("interpreter", "interpreter", 1)
-    from triton.runtime import driver
-    target = driver.active.get_current_target()
-    if target.backend == "hip":
-        return Backend("hip", str(target.arch).split(":")[0], target.warp_size)
-    return Backend("cuda", f"sm{target.arch}", target.warp_size)
+    return probe()[0]
 
 
 def ensure_interpreter_if_no_gpu() -> None:
     """Switch Triton to its interpreter when there is no GPU; must run before kernels are defined."""
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if interpreter_requested():
         return
     import torch
     if not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
         current.cache_clear()
+
+
+def main() -> int:
+    """Print the probed device and its lit features as one JSON object (lit.cfg.py reads it)."""
+    be, note = probe()
+    json.dump({"kind": be.kind, "arch": be.arch, "warp_size": be.warp_size,
+               "features": be.lit_features(), "note": note}, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

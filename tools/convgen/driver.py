@@ -1,23 +1,26 @@
 """One convgen run, stage by stage: problem -> inputs -> kernel and reference -> metrics -> report.
 
-The stages live in their own modules; this one only wires them together, times
-them for people, and decides the exit code (0 whenever something was verified,
-whatever the bits say: FileCheck judges).
+The stages live in their own modules; this one wires them together, checks before any
+work that the run can finish (device support, output paths, memory), times the stages
+for people, and decides the exit code (0 whenever something was verified, whatever the
+bits say: FileCheck judges).
 """
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import dataclass, field
 
 from convgen import backend as backends
+from convgen import report, tolerance
 from convgen.errors import ConvgenError
 from convgen.options import RunConfig
 
-
-def _say(line: str) -> None:
-    print(f"# {line}", flush=True)
+GIB = 2.0 ** 30
+# The interpreter runs one program at a time: about this long per program and reduction
+# step on a 2-core machine (docs/traps.md); a run predicted longer than INTERPRETER_NOTE_S
+# says so before it starts.
+INTERPRETER_STEP_S = 0.01
+INTERPRETER_NOTE_S = 30.0
 
 
 class _Timer:
@@ -28,28 +31,19 @@ class _Timer:
         self.parts.append(f"{name} {time.perf_counter() - t0:.3f}s")
 
 
-def _flush_subnormals(t, dtype):
+def _flush_subnormals(t, et):
     """Zero inputs below the smallest normal of their type (MI200 matrix-core behaviour)."""
     import torch
-    tiny = torch.finfo(dtype).tiny
     wide = t.float()  # torch has no comparisons on fp8; every narrow value is exact in fp32
-    return torch.where(wide.abs() < tiny, torch.zeros_like(wide), wide).to(t.dtype)
+    return torch.where(wide.abs() < et.tiny, torch.zeros_like(wide), wide).to(t.dtype)
 
 
-def _accumulation(config: RunConfig, be, cfg):
-    from convgen.tolerance import Accumulation
-    p = config.problem
-    et = p.dtype
-    if et.is_int:
-        return Accumulation(n=p.accumulations, u_comp=0.0, u_acc=0.0)
-    # Products of fp16/bf16/fp8 inputs are exact in fp32; fp32 products round once,
-    # and tf32 drops 13 bits of each operand (up to 2^-10 each: 2^-9 a product).
-    dot = config.kernel.use_matrix_cores
-    u_comp = 0.0
-    if et.name == "f32":
-        u_comp = 2.0 ** -9 if (dot and config.kernel.input_precision != "ieee") else 2.0 ** -24
-    u_acc = (be.dot_u_acc(et.name, cfg.max_num_imprecise_acc) if dot else None) or et.u_acc
-    return Accumulation(n=p.accumulations, u_comp=u_comp, u_acc=u_acc)
+def _check_reference(config: RunConfig) -> None:
+    ro = config.reference
+    if ro.validator == "gpu" and ro.accumulate is not None:
+        raise ConvgenError("block accumulation applies to the CPU reference only (the GPU "
+                           "reference sums in fp32, one product at a time)",
+                           field="ref_accumulate")
 
 
 def _reference(config: RunConfig, tensors, device: str):
@@ -58,30 +52,99 @@ def _reference(config: RunConfig, tensors, device: str):
     import torch
     p = config.problem
     ro = config.reference
+    out_dtype = p.dtype.out_type.torch_dtype
     if ro.validator == "gpu":  # in the interpreter too, so CI exercises it
-        from convgen.kernels.gpu_reference import gpu_reference
         from convgen.inputs import empty_output
+        from convgen.kernels.gpu_reference import gpu_reference
+        if ro.flush_subnormals and not p.dtype.is_int:
+            tensors = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
         out32 = empty_output(p, device, dtype=torch.int32 if p.dtype.is_int else torch.float32)
         gpu_reference(p, tensors, out32)
-        return out32.to(p.dtype.torch_out)
+        return out32.to(out_dtype)
     from convgen.reference import reference
     ref = reference(p, tensors, accumulate=ro.accumulate, flush_subnormals=ro.flush_subnormals)
-    return ref.to(p.dtype.torch_out).to(device)
+    return ref.to(out_dtype).to(device)
+
+
+def footprint(config: RunConfig, cfg) -> dict:
+    """Bytes the run holds at its peak: {"device": {part: bytes}, "host": {part: bytes}}.
+    With the interpreter the device is the host."""
+    from convgen.kernels.conv_bwd_weight import workspace_elements
+    from convgen.reference import temp_bytes
+    p = config.problem
+    out_t = p.dtype.out_type
+    ins = sum(p.elements(t) for t in p.reads) * p.dtype.bits // 8
+    out = p.elements(p.writes) * out_t.bits // 8
+    device = {"inputs": ins, "output": out}
+    if p.direction.splits_reduction:
+        device["workspace"] = 4 * workspace_elements(p, cfg)
+    host = {"input generation": 2 * 8 * max(p.elements(t) for t in p.reads)}
+    if config.reference.validator == "gpu":
+        device["reference"] = out + 4 * p.elements(p.writes)   # fp32 result, then rounded
+    elif config.reference.validator == "cpu":
+        device["reference"] = out
+        host["reference"] = (8 * p.elements(p.writes) + ins
+                             + temp_bytes(p, accumulate=config.reference.accumulate))
+    return {"device": device, "host": host}
+
+
+def _check_memory(config: RunConfig, cfg, be) -> None:
+    need = footprint(config, cfg)
+    if be.interpreter:
+        parts = {**need["device"], **{f"{k} (host)": v for k, v in need["host"].items()}}
+        places = (("host", parts, backends.host_memory_bytes()),)
+    else:
+        places = (("device", need["device"], be.memory_bytes()),
+                  ("host", need["host"], backends.host_memory_bytes()))
+    for where, parts, have in places:
+        total = sum(parts.values())
+        if total > have:
+            items = ", ".join(f"{k} {v / GIB:.2f}" for k, v in parts.items() if v)
+            what = "the host" if where == "host" else f"the {be.arch} GPU"
+            raise ConvgenError(f"{config.problem.describe()} needs about {total / GIB:.2f} GiB "
+                               f"({items}), {what} has {have / GIB:.2f} GiB free")
+
+
+def _interpreter_estimate(p, cfg, use_dot: bool) -> float:
+    m, n, r = p.gemm
+    programs = -(-m // cfg.block_m) * -(-n // cfg.block_n) * p.g
+    steps = -(-r // cfg.block_k) if use_dot else r
+    return programs * steps * INTERPRETER_STEP_S
+
+
+def _triton_failure(e: BaseException) -> str | None:
+    """One line for a compile or resource failure of Triton's; None for anything else."""
+    try:
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources
+    except ImportError:   # pragma: no cover - every supported Triton has both
+        return None
+    if isinstance(e, OutOfResources):
+        return (f"it needs {e.required} bytes of {e.name}, the hardware limit is {e.limit}; "
+                "smaller blocks or fewer stages fit")
+    if isinstance(e, CompilationError):
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        return f"Triton could not compile it: {first.strip()}"
+    if isinstance(e, RuntimeError) and str(e).startswith("Triton Error"):
+        return str(e).splitlines()[0]
+    return None
 
 
 @dataclass
 class Outcome:
-    """What one run produced; `result` is None when no validation was asked for."""
+    """What one run produced; `verdict` is None when no validation was asked for."""
     kernel_config: object
     tensors: dict
     out: object
     ref: object = None
-    result: object = None
+    verdict: object = None
     timer: _Timer = field(default_factory=_Timer)
 
 
-def execute(config: RunConfig, say=_say) -> Outcome:
+def execute(config: RunConfig, say=report.say) -> Outcome:
     """Run the stages of one problem; print nothing but progress lines through `say`."""
+    report.check_paths(config.report.json_path, config.report.dump_dir)
+    _check_reference(config)
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
     import torch
@@ -91,15 +154,21 @@ def execute(config: RunConfig, say=_say) -> Outcome:
     from convgen.kernels.launch import run_conv
 
     p = config.problem
-    why = be.type_unsupported(p.dtype.name)
+    why = be.type_unsupported(p.dtype)
     if why:
-        raise ConvgenError(why)
+        raise ConvgenError(why, field="type")
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
-    cfg = kconfig.choose(p, be, use_dot, config.kernel.perf_config)
+    cfg = kconfig.choose(p, be, use_dot, config.kernel.config_overrides)
+    _check_memory(config, cfg, be)
     say(f"convgen: {p.describe()}")
     say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
         f"config {cfg.describe()}, data {config.data.describe()}")
+    if be.interpreter:
+        est = _interpreter_estimate(p, cfg, use_dot)
+        if est > INTERPRETER_NOTE_S:
+            say(f"convgen: note: this problem is large for Triton's interpreter (no GPU here): "
+                f"the kernel may take about {est / 60:.0f} minutes")
     timer = _Timer()
 
     t0 = time.perf_counter()
@@ -107,13 +176,20 @@ def execute(config: RunConfig, say=_say) -> Outcome:
     timer("inputs", t0)
     kern_in = tensors
     if config.kernel.flush_subnormals and not p.dtype.is_int:
-        kern_in = {k: _flush_subnormals(v, p.dtype.torch_in) for k, v in tensors.items()}
+        kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
 
     out = inputs.empty_output(p, device)
     t0 = time.perf_counter()
-    run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision)
-    if device != "cpu":
-        torch.cuda.synchronize()
+    try:
+        run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision)
+        if device != "cpu":
+            torch.cuda.synchronize()
+    except Exception as e:   # noqa: BLE001 - only Triton's config failures are translated
+        why = _triton_failure(e)
+        if why is None:
+            raise
+        raise ConvgenError(f"kernel config {cfg.describe()} does not run on {be.arch}: {why}",
+                           field="perf_config") from None
     timer("kernel (first launch, compile included)", t0)
     outcome = Outcome(cfg, tensors, out, timer=timer)
     if config.reference.validator is None:
@@ -126,38 +202,12 @@ def execute(config: RunConfig, say=_say) -> Outcome:
     timer(f"reference ({config.reference.validator})", t0)
 
     t0 = time.perf_counter()
-    outcome.result = verify.verify(out, outcome.ref, p.dtype.torch_out, config.thresholds,
-                                   _accumulation(config, be, cfg), dim_names=_dim_names(p.writes))
+    accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,
+                                   be.dot_u_acc(p.dtype, cfg.max_num_imprecise_acc))
+    outcome.verdict = verify.verify(out, outcome.ref, p.dtype.out_type, config.thresholds, accum,
+                                    dim_names=_dim_names(p.writes))
     timer("verify", t0)
     return outcome
-
-
-def run(config: RunConfig) -> int:
-    from convgen import report
-
-    o = execute(config)
-    if o.result is None:
-        _say("convgen: no validation requested (-pv or -pv_with_gpu); kernel ran")
-        _say("convgen: time " + ", ".join(o.timer.parts))
-        return 0
-    for line in report.format_report(o.result, config.report.print_results):
-        print(line)
-    _say("convgen: time " + ", ".join(o.timer.parts))
-    if config.report.json_path:
-        _write_json(config.report.json_path, o.result.to_json())
-    if config.report.dump_dir:
-        _dump(config.report.dump_dir, o.tensors, o.out, o.ref)
-    if 0 in o.result.bits:
-        _say("convgen: reproduce with: " + _reproducer(config))
-    print(report.bits_line(o.result.bits), flush=True)
-    return 0
-
-
-def _write_json(path: str, data: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
 
 
 def _dim_names(tensor: str) -> str:
@@ -165,24 +215,19 @@ def _dim_names(tensor: str) -> str:
     return LOGICAL[tensor]
 
 
-def _reproducer(config: RunConfig) -> str:
-    import shlex
-    return "convgen " + " ".join(shlex.quote(a) for a in config.argv)
-
-
-def _dump(folder: str, tensors, out, ref) -> None:
-    """Save inputs, output and reference as .npy (logical order), each file written whole or not at all."""
-    import numpy as np
-    import torch
-    os.makedirs(folder, exist_ok=True)
-    items = {**{k: v for k, v in tensors.items()}, "kernel": out, "reference": ref}
-    for name, t in items.items():
-        arr = t.detach().cpu()
-        if arr.dtype == torch.bfloat16 or arr.dtype.itemsize == 1 and arr.dtype.is_floating_point:
-            arr = arr.float()  # numpy has no bfloat16 or fp8; every such value is exact in fp32
-        path = os.path.join(folder, f"{name}.npy")
-        tmp = path + ".tmp.npy"
-        np.save(tmp, arr.contiguous().numpy())
-        os.replace(tmp, path)
-    _say(f"convgen: dumped {', '.join(items)} to {folder}")
-
+def run(config: RunConfig, program: str = "convgen") -> int:
+    o = execute(config)
+    if o.verdict is None:
+        report.say("convgen: no validation requested; the kernel ran")
+        report.say("convgen: time " + ", ".join(o.timer.parts))
+        return 0
+    if config.report.json_path:
+        report.write_json(config.report.json_path, report.to_json(o.verdict))
+    if config.report.dump_dir:
+        names = report.dump(config.report.dump_dir,
+                            {**o.tensors, "kernel": o.out, "reference": o.ref})
+        report.say(f"convgen: dumped {', '.join(names)}")
+    report.say("convgen: time " + ", ".join(o.timer.parts))
+    report.emit(o.verdict, config.report.print_results,
+                reproduce=report.reproducer(program, config.argv))
+    return 0

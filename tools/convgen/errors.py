@@ -1,5 +1,16 @@
-"""The one exception the CLI turns into a one-line message and a non-zero exit."""
+"""The one exception the CLI turns into a one-line message and exit status 2."""
+from __future__ import annotations
 
 
 class ConvgenError(Exception):
-    """A problem the user can fix: bad flag, impossible size, unsupported type."""
+    """A problem the user can fix: bad flag, impossible size, unsupported type, a config
+    the device cannot run.
+
+    `field` names the option the problem is about, in the words of options.py ("type",
+    "perf_config", "rand_range", "json", ...), so that the CLI, the only module that
+    knows flag spellings, can say which flag to change. None: the message stands alone.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field

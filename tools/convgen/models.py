@@ -1,6 +1,7 @@
 """Convolution layers of public networks, for the suite's model tests and the benchmarks.
 
-Each layer: (in_channels, out_channels, input H=W, filter H=W, stride, padding, groups).
+Each layer: (in_channels, out_channels, input H=W, filter H=W, stride, padding, groups);
+cli.layer_args spells one as convgen flags.
 """
 
 # ResNet-50 v1.5 (torchvision): every distinct conv layer shape.
@@ -24,14 +25,6 @@ MOBILENET_V2 = [
     (144, 144, 56, 3, 2, 1, 144), (192, 192, 28, 3, 1, 1, 192), (384, 384, 14, 3, 1, 1, 384),
     (576, 576, 14, 3, 2, 1, 576), (960, 960, 7, 3, 1, 1, 960), (320, 1280, 7, 1, 1, 0, 1),
 ]
-
-
-def layer_flags(layer, batch: int) -> list[str]:
-    """convgen size flags (rocmlir-gen spellings) for one layer."""
-    c, k, hw, f, s, pad, g = layer
-    return [f"-batchsize={batch}", f"-groupsize={g}", f"-in_channels={c}", f"-out_channels={k}",
-            f"-in_h={hw}", f"-in_w={hw}", f"-fil_h={f}", f"-fil_w={f}",
-            f"-conv_stride_h={s}", f"-conv_stride_w={s}", f"-padding_h={pad}", f"-padding_w={pad}"]
 
 
 def layer_name(layer) -> str:

@@ -1,45 +1,64 @@
 """What one `convgen` run was asked to do, after the flags are parsed.
 
-The CLI (cli.py) is the only module that knows flag spellings; it fills these
-records. Every later stage reads them and never looks at argv.
+The CLI (cli.py) is the only module that knows flag spellings; it fills these frozen
+records. Every later stage reads them and never looks at argv. Field names here are
+the words errors use to say which option is wrong (ConvgenError.field).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from convgen.inputs import DataSpec
+from convgen.dtypes import ElemType
 from convgen.problem import ConvProblem
+from convgen.tolerance import Thresholds
+
+# `-rand fixed`: a short repeating pattern, the same for every run (rocmlir-gen style).
+FIXED_PATTERN = (0.5, -1.0, 0.75, 2.0, -0.25)
+
 
 @dataclass(frozen=True)
-class Thresholds:
-    """Each is a float, the string "auto" (derived from the types and the number
-    of accumulations, see tolerance.py), or None (the type's default)."""
+class DataSpec:
+    """How the inputs are filled (inputs.py draws them)."""
+    mode: str = "random"          # "random", "fixed" (FIXED_PATTERN) or "none" (all ones)
+    seed: int = 1
+    lo: float | None = None        # None: the type's default range
+    hi: float | None = None
+    rand_type: str | None = None   # "int" or "float"; None: follows the element type
+    side: str = "both"             # "both" or the one tensor that gets random data
+    both_signs: bool = False       # draw |x| from [lo, hi], then a random sign
 
-    rms: float | str | None = None
-    abs: float | str | None = None
-    rel: float | str | None = None
+    def describe(self) -> str:
+        if self.mode == "fixed":
+            return "a fixed pattern"
+        if self.mode == "none":
+            return "all ones"
+        return f"random, seed {self.seed}"
 
 
 @dataclass(frozen=True)
 class KernelOptions:
-    use_matrix_cores: bool = False          # -x2 / -mfma on
-    perf_config: str | None = None          # -perf_config, parsed by kernels/config.py
+    use_matrix_cores: bool = False          # the matrix-core path (tl.dot); else FMA
+    perf_config: tuple = ()                 # ((field, value), ...) over the default config
     input_precision: str = "ieee"           # fp32 tl.dot precision: ieee | tf32 | tf32x3
-    flush_subnormals: bool = False          # -flush_subnormals: MI200 input behaviour
+    flush_subnormals: bool = False          # zero subnormal inputs first (MI200 behaviour)
+
+    @property
+    def config_overrides(self) -> dict:
+        return dict(self.perf_config)
 
 
 @dataclass(frozen=True)
 class ReferenceOptions:
-    validator: str | None = "cpu"           # "cpu" (-pv), "gpu" (-pv_with_gpu) or None (no check)
-    accumulate: int | None = None           # -ref_accumulate N
-    flush_subnormals: bool = False          # -ref_flush_subnormals
+    validator: str | None = "cpu"           # "cpu" (float64), "gpu" (FMA kernel) or None
+    accumulate: int | None = None           # CPU reference: blocks of N products, fp32 sums
+    flush_subnormals: bool = False          # zero subnormal inputs of the reference
 
 
 @dataclass(frozen=True)
 class ReportOptions:
     print_results: str = "summary"          # always | failure | summary | off
-    dump_dir: str | None = None             # --dump DIR
-    json_path: str | None = None            # --json FILE
+    dump_dir: str | None = None             # save inputs, output, reference as .npy
+    json_path: str | None = None            # save the verdict as JSON
 
 
 @dataclass(frozen=True)
@@ -51,3 +70,14 @@ class RunConfig:
     thresholds: Thresholds = field(default_factory=Thresholds)
     report: ReportOptions = field(default_factory=ReportOptions)
     argv: tuple[str, ...] = ()              # as given, to print a reproducer
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """`convgen compare`: two saved arrays, the convolution type whose output they hold."""
+    kern_path: str
+    ref_path: str
+    dtype: ElemType
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    print_results: str = "summary"
+    json_path: str | None = None

@@ -15,22 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from convgen.directions import Direction, direction as _direction
 from convgen.dtypes import ElemType
 from convgen.errors import ConvgenError
-
-FWD, BWD_DATA, BWD_WEIGHT = "fwd", "bwd_data", "bwd_weight"
-DIRECTIONS = (FWD, BWD_DATA, BWD_WEIGHT)
 
 LOGICAL = {"input": "ngchw", "filter": "gkcyx", "output": "ngkhw"}
 # The letter that `g` is inserted in front of when a layout omits it: groups are
 # the outer part of the channel dimension (channels = g * C + c), as in MIOpen.
 _CHANNEL = {"input": "c", "filter": "k", "output": "k"}
-# Which tensors a direction reads and which one it writes.
-OPERANDS = {
-    FWD: (("input", "filter"), "output"),
-    BWD_DATA: (("output", "filter"), "input"),
-    BWD_WEIGHT: (("input", "output"), "filter"),
-}
 MAX_ELEMENTS = 2**31 - 1  # kernels index with 32-bit offsets
 
 
@@ -46,19 +38,22 @@ def normalize_layout(tensor: str, layout: str) -> str:
     bad = sorted(set(lay) - set(want))
     if bad:
         raise ConvgenError(
-            f"{tensor} layout '{layout}' has unknown letter '{bad[0]}' (letters: {want})")
+            f"{tensor} layout '{layout}' has unknown letter '{bad[0]}' (letters: {want})",
+            field=f"layout.{tensor}")
     for ch in lay:
         if lay.count(ch) > 1:
-            raise ConvgenError(f"{tensor} layout '{layout}' repeats letter '{ch}'")
+            raise ConvgenError(f"{tensor} layout '{layout}' repeats letter '{ch}'",
+                               field=f"layout.{tensor}")
     if len(lay) != len(want):
         missing = "".join(c for c in want if c not in lay)
-        raise ConvgenError(f"{tensor} layout '{layout}' lacks letter(s) '{missing}'")
+        raise ConvgenError(f"{tensor} layout '{layout}' lacks letter(s) '{missing}'",
+                           field=f"layout.{tensor}")
     return lay
 
 
 @dataclass(frozen=True)
 class ConvProblem:
-    direction: str
+    direction: Direction
     dtype: ElemType
     n: int
     g: int
@@ -87,6 +82,12 @@ class ConvProblem:
     def wo(self) -> int:
         return (self.wi + self.pad_w_l + self.pad_w_r - self.dil_w * (self.x - 1) - 1) // self.stride_w + 1
 
+    def elements(self, tensor: str) -> int:
+        size = 1
+        for d in self.logical_shape(tensor):
+            size *= d
+        return size
+
     def logical_shape(self, tensor: str) -> tuple[int, ...]:
         return {
             "input": (self.n, self.g, self.c, self.hi, self.wi),
@@ -105,20 +106,16 @@ class ConvProblem:
 
     @property
     def reads(self) -> tuple[str, str]:
-        return OPERANDS[self.direction][0]
+        return self.direction.reads
 
     @property
     def writes(self) -> str:
-        return OPERANDS[self.direction][1]
+        return self.direction.writes
 
     @property
     def gemm(self) -> tuple[int, int, int]:
         """(M, N, reduction) of the implicit GEMM, per group."""
-        if self.direction == FWD:
-            return self.n * self.ho * self.wo, self.k, self.c * self.y * self.x
-        if self.direction == BWD_DATA:
-            return self.n * self.hi * self.wi, self.c, self.k * self.y * self.x
-        return self.k, self.c * self.y * self.x, self.n * self.ho * self.wo
+        return self.direction.gemm(self)
 
     @property
     def accumulations(self) -> int:
@@ -133,18 +130,17 @@ class ConvProblem:
     def describe(self) -> str:
         lay = self.layouts
         pads = (f"{self.pad_h_l},{self.pad_h_r},{self.pad_w_l},{self.pad_w_r}")
-        return (f"{self.direction} {self.dtype.name} N={self.n} G={self.g} C={self.c * self.g} "
+        return (f"{self.direction.name} {self.dtype.name} N={self.n} G={self.g} C={self.c * self.g} "
                 f"K={self.k * self.g} {self.hi}x{self.wi} filter {self.y}x{self.x} "
                 f"stride {self.stride_h}x{self.stride_w} dil {self.dil_h}x{self.dil_w} pad {pads} "
                 f"-> {self.ho}x{self.wo} layouts {lay['filter']}/{lay['input']}/{lay['output']}")
 
 
-def make_problem(*, direction: str, dtype: ElemType, n: int, g: int, c_total: int, k_total: int,
+def make_problem(*, direction: Direction | str, dtype: ElemType, n: int, g: int, c_total: int, k_total: int,
                  hi: int, wi: int, y: int, x: int, stride=(1, 1), dilation=(1, 1),
                  pad=(0, 0, 0, 0), layouts: dict | None = None) -> ConvProblem:
     """Build and validate a problem from user-level sizes (total channels, not per group)."""
-    if direction not in DIRECTIONS:
-        raise ConvgenError(f"unknown direction '{direction}'")
+    direction = _direction(direction)
     for name, val in (("batch size", n), ("group count", g), ("input channels", c_total),
                       ("output channels", k_total), ("input height", hi), ("input width", wi),
                       ("filter height", y), ("filter width", x), ("stride height", stride[0]),
@@ -159,8 +155,12 @@ def make_problem(*, direction: str, dtype: ElemType, n: int, g: int, c_total: in
         raise ConvgenError(f"input channels {c_total} are not divisible by group count {g}")
     if k_total % g:
         raise ConvgenError(f"output channels {k_total} are not divisible by group count {g}")
-    if dtype.is_int and direction != FWD:
-        raise ConvgenError(f"type {dtype.name} is supported for forward convolution only, not {direction}")
+    if not dtype.conv_input:
+        raise ConvgenError(f"{dtype.name} is an output type; a convolution cannot read it",
+                           field="type")
+    if dtype.is_int and direction.name != "fwd":
+        raise ConvgenError(f"{dtype.name} is supported for forward convolution only, "
+                           f"not {direction.name}", field="type")
     lays = {t: normalize_layout(t, (layouts or {}).get(t, LOGICAL[t])) for t in LOGICAL}
     p = ConvProblem(direction, dtype, n, g, c_total // g, k_total // g, hi, wi, y, x,
                     stride[0], stride[1], dilation[0], dilation[1], *pad, layouts=lays)
@@ -170,9 +170,7 @@ def make_problem(*, direction: str, dtype: ElemType, n: int, g: int, c_total: in
             f"empty output ({p.ho}x{p.wo}): dilated filter {eff_h}x{eff_w} is larger than the "
             f"padded input {hi + pad[0] + pad[1]}x{wi + pad[2] + pad[3]}")
     for t in LOGICAL:
-        size = 1
-        for d in p.logical_shape(t):
-            size *= d
+        size = p.elements(t)
         if size > MAX_ELEMENTS:
             raise ConvgenError(f"{t} tensor has {size} elements; at most {MAX_ELEMENTS} are supported")
     return p

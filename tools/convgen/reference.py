@@ -33,12 +33,13 @@ Both are no-ops for integer types: integer dot products are exact on hardware.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from convgen.problem import BWD_DATA, BWD_WEIGHT, FWD, ConvProblem
+from convgen.problem import ConvProblem
 
 F64 = torch.float64
 # Far below the 2 GiB the suite allows: chunks that stay near the caches are also
@@ -60,11 +61,11 @@ def reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], *,
         raise ValueError(f"accumulate must be a positive number of products, got {accumulate}")
     if p.dtype.is_int:
         accumulate, flush_subnormals = None, False
-    tiny = torch.finfo(p.dtype.torch_in).tiny if flush_subnormals else None
+    tiny = p.dtype.tiny if flush_subnormals else None
     cpu = {name: tensors[name].detach().to("cpu") for name in p.reads}
     nb = batch_chunk(p, max_temp_bytes, accumulate)
-    fn = {FWD: _fwd, BWD_DATA: _bwd_data, BWD_WEIGHT: _bwd_weight}[p.direction]
-    out = fn(p, cpu, lambda t: _wide(t, tiny), nb, accumulate)
+    out = p.direction.load("cpu_reference").compute(p, cpu, lambda t: _wide(t, tiny), nb,
+                                                    accumulate)
     assert out.shape == p.logical_shape(p.writes)
     return out
 
@@ -72,28 +73,44 @@ def reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], *,
 def batch_chunk(p: ConvProblem, max_temp_bytes: int = DEFAULT_TEMP_BYTES,
                 accumulate: int | None = None) -> int:
     """Samples per chunk: the most whose float64 temporaries fit in `max_temp_bytes` (at least 1)."""
-    g, c, k = p.g, p.c, p.k
-    r_taps = p.y * p.x
-    l_in, l_out = p.hi * p.wi, p.ho * p.wo
-    l_pad = (p.hi + p.pad_h_l + p.pad_h_r) * (p.wi + p.pad_w_l + p.pad_w_r)
-    acc = accumulate is not None
-    # float64 elements per sample, counted per temporary the direction makes
-    if p.direction == FWD:
-        per = (g * c * (l_in + l_pad)                  # widened input, padded copy
-               + g * c * r_taps * l_out                # im2col matrix
-               + g * k * c * r_taps                    # filter broadcast over the batch by matmul
-               + g * k * l_out * (4 if acc else 1))    # GEMM result (+ fp32 sum, block, carry)
-    elif p.direction == BWD_DATA:
-        per = (g * k * (2 * l_out + 1)                 # widened output gradient, zero-slot copy
-               + g * k * r_taps * l_in                 # gathered matrix
-               + g * c * k * r_taps                    # filter broadcast
-               + g * c * l_in * (4 if acc else 1))     # GEMM result
-    else:
-        per = (g * c * (l_in + l_pad)                  # widened input, padded copy
-               + g * c * r_taps * l_out * (2 if acc else 1)   # im2col (+ flattened copy)
-               + g * k * l_out * (2 if acc else 1)     # widened output gradient (+ copy)
-               + g * k * c * r_taps)                   # per-sample partial gradients
+    per = p.direction.load("cpu_reference").per_sample(p, accumulate is not None)
     return max(1, min(p.n, max_temp_bytes // (8 * per)))
+
+
+def temp_bytes(p: ConvProblem, max_temp_bytes: int = DEFAULT_TEMP_BYTES,
+               accumulate: int | None = None) -> int:
+    """Bytes the reference holds at once besides its float64 result: one chunk's temporaries."""
+    per = p.direction.load("cpu_reference").per_sample(p, accumulate is not None)
+    return 8 * per * batch_chunk(p, max_temp_bytes, accumulate)
+
+
+# float64 elements per sample, counted per temporary each direction makes
+def _fwd_per_sample(p: ConvProblem, acc: bool) -> int:
+    l_in, l_out, l_pad = p.hi * p.wi, p.ho * p.wo, _padded_pixels(p)
+    return (p.g * p.c * (l_in + l_pad)                    # widened input, padded copy
+            + p.g * p.c * p.y * p.x * l_out               # im2col matrix
+            + p.g * p.k * p.c * p.y * p.x                 # filter broadcast over the batch by matmul
+            + p.g * p.k * l_out * (4 if acc else 1))      # GEMM result (+ fp32 sum, block, carry)
+
+
+def _bwd_data_per_sample(p: ConvProblem, acc: bool) -> int:
+    l_in, l_out = p.hi * p.wi, p.ho * p.wo
+    return (p.g * p.k * (2 * l_out + 1)                   # widened output gradient, zero-slot copy
+            + p.g * p.k * p.y * p.x * l_in                # gathered matrix
+            + p.g * p.c * p.k * p.y * p.x                 # filter broadcast
+            + p.g * p.c * l_in * (4 if acc else 1))       # GEMM result
+
+
+def _bwd_weight_per_sample(p: ConvProblem, acc: bool) -> int:
+    l_in, l_out, l_pad = p.hi * p.wi, p.ho * p.wo, _padded_pixels(p)
+    return (p.g * p.c * (l_in + l_pad)                    # widened input, padded copy
+            + p.g * p.c * p.y * p.x * l_out * (2 if acc else 1)   # im2col (+ flattened copy)
+            + p.g * p.k * l_out * (2 if acc else 1)       # widened output gradient (+ copy)
+            + p.g * p.k * p.c * p.y * p.x)                # per-sample partial gradients
+
+
+def _padded_pixels(p: ConvProblem) -> int:
+    return (p.hi + p.pad_h_l + p.pad_h_r) * (p.wi + p.pad_w_l + p.pad_w_r)
 
 
 def _wide(t: torch.Tensor, tiny: float | None) -> torch.Tensor:
@@ -221,3 +238,15 @@ def _bwd_weight(p, t, wide, nb, accumulate):
             sums.add(b * l_out, lambda i, j: torch.matmul(df[..., i:j], cf[:, i:j, :]))
     res = total if sums is None else sums.result()
     return res.view(p.logical_shape("filter"))
+
+
+@dataclass(frozen=True)
+class DirectionReference:
+    """One direction's CPU reference (named by its row in directions.py)."""
+    per_sample: Callable      # (problem, accumulate?) -> float64 temporaries per sample
+    compute: Callable         # (problem, cpu tensors, widen, batch chunk, accumulate) -> result
+
+
+FWD = DirectionReference(_fwd_per_sample, _fwd)
+BWD_DATA = DirectionReference(_bwd_data_per_sample, _bwd_data)
+BWD_WEIGHT = DirectionReference(_bwd_weight_per_sample, _bwd_weight)

@@ -1,6 +1,6 @@
 """split-test: split a multi-RUN lit test into one file per RUN line.
 
-    split-test <input file> <dest dir> [-t TYPE]
+    split-test <input file> <dest dir> [-t TYPE] [--force]
 
 The study's splitTest.sh, for running or timing one problem at a time. Each
 output file <stem>_<index>.mlir keeps every line of the input except RUN and
@@ -24,15 +24,15 @@ Which check lines go with which RUN:
 -t TYPE keeps only RUNs whose data type is TYPE: the value of `-t` (f16, fp16,
 half... are one type), or the MIOpenDriver command (convfp16 -> f16,
 convbfp16 -> bf16, convint8 -> i8, conv -> f32); a RUN with neither is f32,
-convgen's default.
+convgen's default. (cli.command_type reads the type; cli.split_test_main the flags.)
 
-Errors (missing input, no RUN line, unknown type) are one line on stderr and
-exit status 2. Files are written to a temporary folder inside <dest dir> and
-renamed into place only when all are ready, so nothing is half-written.
+Errors (missing input, no RUN line, unknown type, a file that would be replaced
+without --force) are one line on stderr and exit status 2. Files are written to a
+temporary folder inside <dest dir> and renamed into place only when all are ready,
+so nothing is half-written.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shlex
@@ -40,25 +40,11 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from typing import Callable
 
 RUN_RE = re.compile(r"(?<![\w-])RUN:(.*)$")
 CHECK_SUFFIXES = r"(?:-NEXT|-SAME|-NOT|-DAG|-LABEL|-EMPTY|-COUNT-\d+)?"
 FILECHECK_NAMES = ("FileCheck", "filecheck")
-
-TYPE_ALIASES = {
-    "f32": "f32", "fp32": "f32", "float": "f32", "float32": "f32",
-    "f16": "f16", "fp16": "f16", "half": "f16", "float16": "f16",
-    "bf16": "bf16", "bfp16": "bf16", "bfloat16": "bf16",
-    "i8": "i8", "int8": "i8",
-    # convgen's fp8 names and their spellings (tools/convgen/dtypes.py)
-    "fp8_e4m3": "fp8_e4m3", "fp8": "fp8_e4m3", "f8e4m3fn": "fp8_e4m3", "e4m3": "fp8_e4m3",
-    "fp8_e5m2": "fp8_e5m2", "bf8": "fp8_e5m2", "f8e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2",
-    "fp8_e4m3fnuz": "fp8_e4m3fnuz", "f8e4m3fnuz": "fp8_e4m3fnuz",
-    "fp8_e5m2fnuz": "fp8_e5m2fnuz", "f8e5m2fnuz": "fp8_e5m2fnuz",
-}
-MIOPEN_COMMANDS = {"conv": "f32", "convfp16": "f16", "convbfp16": "bf16", "convint8": "i8"}
-DEFAULT_TYPE = "f32"
-
 
 class SplitError(Exception):
     """A problem with the input; main() prints it as one line."""
@@ -111,24 +97,6 @@ def check_prefixes(command: str) -> list[str]:
     if not found:
         return []
     return list(dict.fromkeys(prefixes))
-
-
-def run_type(command: str) -> str:
-    """The data type a RUN tests: its -t value, or the MIOpenDriver command's type."""
-    words = _tokens(command)
-    for i, w in enumerate(words):
-        m = re.fullmatch(r"--?t(?:=(.*))?", w)
-        if m:
-            value = m.group(1)
-            if value is None:
-                value = words[i + 1] if i + 1 < len(words) else ""
-            return TYPE_ALIASES.get(value.lower(), value.lower())
-    for w in words:
-        if w in MIOPEN_COMMANDS:
-            return MIOPEN_COMMANDS[w]
-        if w in ("|", "&&", "||", ";"):
-            break
-    return DEFAULT_TYPE
 
 
 def parse_runs(lines: list[str]) -> list[Run]:
@@ -203,8 +171,10 @@ def assign_checks(lines: list[str], runs: list[Run]) -> tuple[dict[int, set[int]
     return owned, check_lines
 
 
-def split(text: str, type_filter: str | None = None, source: str = "input") -> list[tuple[int, str]]:
-    """-> [(RUN index, file text)] for each RUN kept."""
+def split(text: str, type_filter: str | None = None, source: str = "input",
+          type_of: Callable[[list[str]], str | None] | None = None) -> list[tuple[int, str]]:
+    """-> [(RUN index, file text)] for each RUN kept; `type_of` gives a RUN's type from its
+    words (needed with a type filter)."""
     newline_at_end = text.endswith("\n")
     lines = text.splitlines()
     runs = parse_runs(lines)
@@ -214,7 +184,7 @@ def split(text: str, type_filter: str | None = None, source: str = "input") -> l
     run_lines = {n for r in runs for n in r.lines}
     out = []
     for run in runs:
-        if type_filter is not None and run_type(run.command) != type_filter:
+        if type_filter is not None and type_of(_tokens(run.command)) != type_filter:
             continue
         keep = set(run.lines) | owned[run.index]
         body = [t for n, t in enumerate(lines)
@@ -249,46 +219,38 @@ def write_all(outputs: list[tuple[str, str]], dest: str) -> list[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="split-test",
-        description="Split a multi-RUN lit test into one file per RUN line, "
-                    "each with the check lines its FileCheck uses.")
-    parser.add_argument("input", help="the test file to split")
-    parser.add_argument("dest", help="folder for <stem>_<index><suffix> files (created if missing)")
-    parser.add_argument("-t", "--type", dest="type", metavar="TYPE",
-                        help="keep only RUN lines testing this data type (f32, f16, bf16, i8, fp8_...)")
-    args = parser.parse_args(argv)
-
+def run(input_path: str, dest: str, type_filter: str | None, *, force: bool = False,
+        type_of: Callable[[list[str]], str | None] | None = None) -> int:
+    """Split `input_path` into `dest`; print the files written. Exit status 0, or 2 after
+    one `split-test: error:` line."""
     try:
-        type_filter = None
-        if args.type is not None:
-            type_filter = TYPE_ALIASES.get(args.type.lower())
-            if type_filter is None:
-                raise SplitError(f"-t {args.type}: unknown type (expected one of "
-                                 f"{', '.join(sorted(set(TYPE_ALIASES.values())))})")
         try:
-            with open(args.input, encoding="utf-8") as f:
+            with open(input_path, encoding="utf-8") as f:
                 text = f.read()
         except FileNotFoundError:
-            raise SplitError(f"{args.input}: no such file") from None
+            raise SplitError(f"{input_path}: no such file") from None
         except IsADirectoryError:
-            raise SplitError(f"{args.input}: is a folder, not a test file") from None
+            raise SplitError(f"{input_path}: is a folder, not a test file") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise SplitError(f"{args.input}: cannot read: {e}") from None
-        if os.path.exists(args.dest) and not os.path.isdir(args.dest):
-            raise SplitError(f"{args.dest}: exists and is not a folder")
-        pieces = split(text, type_filter, source=args.input)
-        stem, suffix = os.path.splitext(os.path.basename(args.input))
+            raise SplitError(f"{input_path}: cannot read: {e}") from None
+        if os.path.exists(dest) and not os.path.isdir(dest):
+            raise SplitError(f"{dest}: exists and is not a folder")
+        pieces = split(text, type_filter, source=input_path, type_of=type_of)
+        stem, suffix = os.path.splitext(os.path.basename(input_path))
         outputs = [(f"{stem}_{index}{suffix or '.mlir'}", body) for index, body in pieces]
         if not outputs:
-            print(f"split-test: {args.input}: no RUN line with -t {type_filter}; nothing written",
+            print(f"split-test: {input_path}: no RUN line with -t {type_filter}; nothing written",
                   file=sys.stderr)
             return 0
+        existing = [name for name, _ in outputs if os.path.exists(os.path.join(dest, name))]
+        if existing and not force:
+            raise SplitError(f"{os.path.join(dest, existing[0])} exists"
+                             + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
+                             + "; give --force to replace them")
         try:
-            written = write_all(outputs, args.dest)
+            written = write_all(outputs, dest)
         except OSError as e:
-            raise SplitError(f"{args.dest}: cannot write: {e.strerror or e}") from None
+            raise SplitError(f"{dest}: cannot write: {e.strerror or e}") from None
     except SplitError as e:
         print(f"split-test: error: {e}", file=sys.stderr)
         return 2
@@ -298,4 +260,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from convgen.cli import split_test_main
+    raise SystemExit(split_test_main())

@@ -1,7 +1,10 @@
-"""Thresholds for the three bits, from the output type and the accumulation.
+"""Thresholds for the three bits: how they are written, and how "auto" derives them
+from the output type and the accumulation.
 
-A threshold is a float (kept as given), "auto" (derived below), or None (the
-type's default). The derivation, in one place:
+A threshold is a number >= 0 (kept as given), `auto` (derived below), or left out
+(the type's default). `parse_limit` is the one parser of that text (the CLI, `convgen
+compare` and lit.cfg.py call it); `Thresholds` is the frozen value a run carries.
+The derivation, in one place:
 
     u_out  = 2^-(mantissa_out + 1)     unit roundoff of the output type (0 for int32)
     u_comp = relative error of one product (0 when exact: fp16, bf16, fp8 in fp32;
@@ -64,13 +67,68 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
-from convgen.errors import ConvgenError
+from convgen import dtypes
 
 LAMBDA = 4.0
 F32_U = 2.0 ** -24
+# products of these input types are exact in fp32; fp32 products round once (2^-24) and
+# tf32 drops 13 bits of each operand (up to 2^-10 each: 2^-9 a product)
+U_COMP_F32 = 2.0 ** -24
+U_COMP_TF32 = 2.0 ** -9
 
+
+# ---- the written form -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Limit:
+    """One threshold: mode "given" (value is the number), "auto" or "default"."""
+    mode: str = "default"
+    value: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.value:g}" if self.mode == "given" else self.mode
+
+
+AUTO = Limit("auto")
+DEFAULT = Limit("default")
+
+
+def parse_limit(text: str) -> Limit:
+    """`auto` or a number >= 0 (inf allowed: the bit always passes); ValueError otherwise."""
+    word = str(text).strip().lower()
+    if word == "auto":
+        return AUTO
+    try:
+        value = float(word)
+    except ValueError:
+        raise ValueError("expected a number >= 0 or 'auto'") from None
+    if math.isnan(value) or value < 0:
+        raise ValueError("expected a number >= 0 or 'auto'")
+    return Limit("given", value)
+
+
+def limit(x) -> Limit:
+    """A Limit from a Limit, None (default), "auto", text or a number."""
+    if isinstance(x, Limit):
+        return x
+    if x is None:
+        return DEFAULT
+    return parse_limit(x)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The thresholds of the three bits, RMS, maxAbsDiff, maxRelDiff (each a Limit)."""
+    rms: Limit = DEFAULT
+    abs: Limit = DEFAULT
+    rel: Limit = DEFAULT
+
+    def __post_init__(self):
+        for name in ("rms", "abs", "rel"):
+            object.__setattr__(self, name, limit(getattr(self, name)))
+
+
+# ---- what the kernel did ------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Accumulation:
@@ -79,47 +137,27 @@ class Accumulation:
     u_acc: float    # unit roundoff of the accumulator (0 for int32)
 
 
-@dataclass(frozen=True)
-class OutType:
-    name: str
-    is_int: bool
-    mantissa: int   # stored fraction bits
-    emin: int       # exponent of the smallest normal
-
-    @property
-    def u_out(self) -> float:
-        return 0.0 if self.is_int else 2.0 ** -(self.mantissa + 1)
-
-    @property
-    def denorm_min(self) -> float:
-        return 0.0 if self.is_int else 2.0 ** (self.emin - self.mantissa)
-
-    def spacing(self, x: float) -> float:
-        """The step between values of this type in the binade of |x| (one ULP)."""
-        if self.is_int:
-            return 1.0
-        e = math.frexp(abs(x))[1] - 1 if x and math.isfinite(x) else self.emin
-        return 2.0 ** (max(e, self.emin) - self.mantissa)
+def accumulation(problem, use_dot: bool, input_precision: str,
+                 dot_u_acc: float | None = None) -> Accumulation:
+    """How the kernel under test sums: products per output, the error of one product, the
+    accumulator's unit roundoff. `dot_u_acc` is the matrix unit's own accumulator when it is
+    not fp32's (Backend.dot_u_acc: Hopper's fast fp8)."""
+    et = problem.dtype
+    if et.is_int:
+        return Accumulation(n=problem.accumulations, u_comp=0.0, u_acc=0.0)
+    u_comp = 0.0
+    if et.name == "f32":
+        u_comp = U_COMP_TF32 if (use_dot and input_precision != "ieee") else U_COMP_F32
+    u_acc = (dot_u_acc if use_dot else None) or et.acc_type.u
+    return Accumulation(n=problem.accumulations, u_comp=u_comp, u_acc=u_acc)
 
 
-OUT_TYPES = {
-    torch.float32: OutType("f32", False, 23, -126),
-    torch.float16: OutType("f16", False, 10, -14),
-    torch.bfloat16: OutType("bf16", False, 7, -126),
-    torch.int32: OutType("i32", True, 0, 0),
-}
-
-
-def out_type(dtype: torch.dtype) -> OutType:
-    if dtype not in OUT_TYPES:
-        raise ValueError(f"unsupported output dtype {dtype}")
-    return OUT_TYPES[dtype]
-
-
-def default_accumulation(dtype: torch.dtype) -> Accumulation:
+def default_accumulation(out: dtypes.ElemType) -> Accumulation:
     """What "auto" assumes when nobody says how the output was computed: one term, fp32 accumulator."""
-    return Accumulation(n=1, u_comp=0.0, u_acc=0.0 if out_type(dtype).is_int else F32_U)
+    return Accumulation(n=1, u_comp=0.0, u_acc=0.0 if out.is_int else F32_U)
 
+
+# ---- the derivation -------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Terms:
@@ -147,18 +185,18 @@ class Terms:
         return self.u_out2 + LAMBDA * self.u_comp + self.gamma
 
 
-def terms(dtype: torch.dtype, accum: Accumulation | None) -> Terms:
-    t = out_type(dtype)
-    if t.is_int:
+def terms(out: dtypes.ElemType, accum: Accumulation | None) -> Terms:
+    out = dtypes.of(out)
+    if out.is_int:
         return Terms(0.0, 0.0, 0.0, 0.0)
-    acc = accum or default_accumulation(dtype)
+    acc = accum or default_accumulation(out)
     gamma = LAMBDA * math.sqrt(max(acc.n, 1)) * (2.0 * acc.u_acc)
-    return Terms(2.0 * t.u_out, acc.u_comp, gamma, t.denorm_min)
+    return Terms(2.0 * out.u, acc.u_comp, gamma, out.denorm_min)
 
 
-def auto_rtol(dtype: torch.dtype, accum: Accumulation | None) -> float:
+def auto_rtol(out: dtypes.ElemType, accum: Accumulation | None) -> float:
     """The relative part of the auto rel check; known before the data is seen."""
-    return terms(dtype, accum).rtol
+    return terms(out, accum).rtol
 
 
 @dataclass(frozen=True)
@@ -168,6 +206,7 @@ class Resolved:
     rel: float                                  # on maxRelDiff; in auto mode, the rtol part
     rel_auto: tuple[float, float] | None        # (rtol, atol) of the element-wise check, or None
     how: tuple[str, str, str]                   # "given" | "auto" | "default" for rms, abs, rel
+    auto: tuple[float, float, float]            # what auto would allow: rms, abs, rel atol
 
     def to_json(self) -> dict:
         d = {"rms": self.rms, "abs": self.abs, "rel": self.rel,
@@ -177,39 +216,18 @@ class Resolved:
         return d
 
 
-def _given(value) -> float | None:
-    """A threshold the user wrote as a number, or None when it asks for auto/default."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if value.strip().lower() == "auto":
-            return None
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConvgenError(f"threshold '{value}' is neither a number nor 'auto'") from None
-    value = float(value)
-    if math.isnan(value) or value < 0:
-        raise ConvgenError(f"threshold {value} must be a number >= 0")
-    return value
-
-
-def _how(value) -> str:
-    if value is None:
-        return "default"
-    return "given" if _given(value) is not None else "auto"
-
-
-def resolve(thresholds, out_dtype: torch.dtype, accum: Accumulation | None,
+def resolve(thresholds: Thresholds, out: dtypes.ElemType, accum: Accumulation | None,
             ref_max_abs: float) -> Resolved:
-    """Concrete thresholds; `thresholds` is an options.Thresholds (rms, abs, rel)."""
-    tm = terms(out_dtype, accum)
+    """Concrete thresholds, once max|val| is known."""
+    tm = terms(out, accum)
     m = float(ref_max_abs) if math.isfinite(ref_max_abs) else 0.0
-    rms, abs_, rel = (_given(v) for v in (thresholds.rms, thresholds.abs, thresholds.rel))
-    rms = tm.rms if rms is None else rms
-    abs_ = tm.abs_k * m + tm.denorm_min if abs_ is None else abs_
-    rel_auto = None
-    if rel is None:
-        rel, rel_auto = tm.rtol, (tm.rtol, tm.atol_k * m + tm.denorm_min)
-    how = tuple(_how(v) for v in (thresholds.rms, thresholds.abs, thresholds.rel))
-    return Resolved(rms, abs_, rel, rel_auto, how)
+    auto_rms, auto_abs = tm.rms, tm.abs_k * m + tm.denorm_min
+    auto_atol = tm.atol_k * m + tm.denorm_min
+    rms = thresholds.rms.value if thresholds.rms.mode == "given" else auto_rms
+    abs_ = thresholds.abs.value if thresholds.abs.mode == "given" else auto_abs
+    if thresholds.rel.mode == "given":
+        rel, rel_auto = thresholds.rel.value, None
+    else:
+        rel, rel_auto = tm.rtol, (tm.rtol, auto_atol)
+    how = (thresholds.rms.mode, thresholds.abs.mode, thresholds.rel.mode)
+    return Resolved(rms, abs_, rel, rel_auto, how, (auto_rms, auto_abs, auto_atol))

@@ -13,9 +13,11 @@ Definitions (val = reference, kern = kernel, both widened to float64):
     RMS             sqrt(sum (val - kern)^2) / (sqrt(N) * max(max|val|, max|kern|)),
                     0 when both are all zero
 
-Elements with a NaN, or an infinity on one side only (or of opposite signs), are
-counted apart and left out of the metrics; they fail every bit. Equal infinities
-count as equal.
+Elements with a NaN on either side, an infinite reference (the exact result
+overflows the output type there, so the element verifies nothing), or an infinite
+kernel value where the reference is finite are counted apart and left out of the
+metrics; any of them fails every bit. So does an empty output (nothing verified) and a
+kernel output that is all zeros while the reference is not.
 
 Histograms use the fp16 study's buckets. relDiff_old: 0, (0,1e-6), [1e-6,1e-5),
 ..., [0.1,1), >=1, over |val| > 1e-3. epsilonDiff is not rounded to an integer;
@@ -27,6 +29,9 @@ On the CPU the statistics are computed chunk by chunk, so memory stays bounded;
 on a GPU by one fused Triton pass (kernels/verify_stats.py) that sends back only
 scalars. Both take the first element in logical row-major order as the worst
 one when several tie.
+
+This module decides: `verify` returns a frozen Verdict, the bits and the findings
+behind them as data (what, how many, where, the values there). report.py words them.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from convgen import tolerance
+from convgen import dtypes, tolerance
 
 REL_OLD_FLOOR = 1e-3
 REL_EDGES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0)
@@ -50,7 +55,7 @@ CHUNK = 1 << 22
 INT32_MIN = -2 ** 31
 
 _MAX_KEYS = ("max_abs", "max_rel", "max_rel_old", "max_eps", "max_excess", "max_val", "max_kern")
-_BAD_KEYS = ("kern_nan", "ref_nan", "bad_inf")
+_BAD_KEYS = ("kern_nan", "ref_nan", "ref_inf", "bad_inf")
 _SUM_KEYS = (("sum_sq", "n_ok", "exact", "kern_inf", "int_min", "old_excluded") + _BAD_KEYS
              + tuple(f"rel_h{i}" for i in range(len(REL_LABELS)))
              + tuple(f"eps_h{i}" for i in range(len(EPS_LABELS))))
@@ -67,10 +72,6 @@ class Worst:
     kern: float
     index: dict              # {dimension letter: index}
 
-    def to_json(self) -> dict:
-        return {"value": _json_num(self.value), "val": _json_num(self.val),
-                "kern": _json_num(self.kern), "at": dict(self.index)}
-
 
 @dataclass(frozen=True)
 class Histogram:
@@ -84,56 +85,51 @@ class Histogram:
     def percent(self, count: int) -> float:
         return 100.0 * count / self.n if self.n else 0.0
 
-    def to_json(self) -> dict:
-        return {"buckets": [{"label": lab, "count": c, "percent": self.percent(c)}
-                            for lab, c in zip(self.labels, self.counts)],
-                "excluded": {"label": self.excluded_label, "count": self.excluded,
-                             "percent": self.percent(self.excluded)}}
 
 
-@dataclass
-class VerifyResult:
-    metrics: dict
+@dataclass(frozen=True)
+class Finding:
+    """One reason for a 0 bit, or a warning, as data; report.py words it.
+
+    kind: "empty", "kern_nan", "ref_nan", "ref_inf", "bad_inf", "poison", "kern_zero"
+    (each fails every bit), "rms", "abs", "rel", "rel_auto" (its bit is 0), "ref_zero"
+    (a warning: nothing fails, but the test checks little)."""
+    kind: str
+    fails: bool
+    count: int = 0                 # elements concerned
+    value: float = 0.0             # the metric, or the worst excess
+    limit: float = 0.0             # its threshold
+    at: Worst | None = None        # where (the first or the worst element)
+
+
+@dataclass(frozen=True)
+class Verdict:
     bits: tuple
+    metrics: dict
     thresholds: tolerance.Resolved
     histograms: dict
     worst: dict
     n: int
-    nan_count: int           # NaN in the kernel output
-    inf_count: int           # infinities in the kernel output
-    out_type: str
+    out_type: dtypes.ElemType
     exact_count: int = 0
+    nan_count: int = 0             # NaN in the kernel output
+    inf_count: int = 0             # infinities in the kernel output
     ref_nan_count: int = 0
-    bad_inf_count: int = 0   # infinities on one side only, or of opposite signs
-    int_min_count: int = 0   # int32 outputs equal to the poison value
+    ref_inf_count: int = 0         # infinities in the reference
+    bad_inf_count: int = 0         # kernel infinities where the reference is finite
+    int_min_count: int = 0         # int32 outputs equal to the poison value
     ref_max_abs: float = 0.0
     kern_max_abs: float = 0.0
-    nonfinite: bool = False  # NaN or mismatched infinity: every bit fails
-    messages: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)
+    findings: tuple = ()
 
-    def to_json(self) -> dict:
-        out = {k: _json_num(v) for k, v in self.metrics.items()}
-        out.update(bits=list(self.bits), thresholds=_json_tree(self.thresholds.to_json()),
-                   histograms={k: h.to_json() for k, h in self.histograms.items()},
-                   n=self.n, nan_count=self.nan_count, inf_count=self.inf_count,
-                   exact_count=self.exact_count, ref_nan_count=self.ref_nan_count,
-                   bad_inf_count=self.bad_inf_count, ref_max_abs=_json_num(self.ref_max_abs),
-                   kern_max_abs=_json_num(self.kern_max_abs), out_type=self.out_type,
-                   worst={k: (w.to_json() if w else None) for k, w in self.worst.items()},
-                   messages=list(self.messages), warnings=list(self.warnings))
-        return out
+    @property
+    def nonfinite(self) -> bool:
+        """Some element is NaN or infinite where that fails every bit."""
+        return any(f.kind in _BAD_KEYS for f in self.findings)
 
-
-def _json_num(x):
-    """Strict JSON has no inf or NaN: write them as strings."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return x
-
-
-def _json_tree(d: dict) -> dict:
-    return {k: _json_num(v) for k, v in d.items()}
+    @property
+    def passed(self) -> bool:
+        return all(self.bits)
 
 
 # ---- element-wise definitions (kernels/verify_stats.py mirrors these) ----------
@@ -172,8 +168,9 @@ def _elementwise(v: torch.Tensor, k_raw: torch.Tensor, c: _Consts) -> dict:
     k_nan, v_nan = k.isnan(), v.isnan()
     k_inf = ak == math.inf
     differ = v != k
-    bad_inf = (k_inf | (av == math.inf)) & differ & ~k_nan & ~v_nan
-    ok = ~(k_nan | v_nan | bad_inf)
+    ref_inf = av == math.inf
+    bad_inf = k_inf & ~ref_inf & ~v_nan
+    ok = ~(k_nan | v_nan | ref_inf | bad_inf)
     d = torch.where(ok & differ, (v - k).abs(), 0.0)
     avf = torch.where(ok & (av < math.inf), av, 0.0)
     akf = torch.where(ok & (ak < math.inf), ak, 0.0)
@@ -184,7 +181,7 @@ def _elementwise(v: torch.Tensor, k_raw: torch.Tensor, c: _Consts) -> dict:
     int_min = (k_raw == INT32_MIN) if c.is_int else torch.zeros_like(ok)
     return dict(d=d, rel=rel, rel_old=torch.where(in_old, rel, 0.0), ulps=ulps,
                 excess=torch.where(ok, d - c.rtol * avf, -math.inf), avf=avf, akf=akf, ok=ok,
-                exact=ok & ~differ, kern_nan=k_nan, ref_nan=v_nan, bad_inf=bad_inf,
+                exact=ok & ~differ, kern_nan=k_nan, ref_nan=v_nan, ref_inf=ref_inf, bad_inf=bad_inf,
                 kern_inf=k_inf, int_min=int_min, in_old=in_old)
 
 
@@ -208,7 +205,7 @@ def _columns(e: dict) -> dict:
            "max_rel": e["rel"].amax(), "max_rel_old": e["rel_old"].amax(),
            "max_eps": e["ulps"].amax(), "max_excess": e["excess"].amax(),
            "max_val": e["avf"].amax(), "max_kern": e["akf"].amax()}
-    for name in ("ok", "exact", "kern_nan", "ref_nan", "bad_inf", "kern_inf", "int_min"):
+    for name in ("ok", "exact", "kern_nan", "ref_nan", "ref_inf", "bad_inf", "kern_inf", "int_min"):
         col["n_ok" if name == "ok" else name] = e[name].sum()
     col["old_excluded"] = (e["ok"] & ~e["in_old"]).sum()
     rh, eh = _histogram_counts(e)
@@ -352,142 +349,86 @@ def _metrics(tot: dict) -> dict:
             "max_rel_diff_old": tot["max_rel_old"], "max_epsilon_diff": tot["max_eps"]}
 
 
-# ---- bits and the reasons for them ----------------------------------------------
+# ---- bits and the findings behind them ------------------------------------------
 
-def _g(x: float) -> str:
-    return f"{x:.9g}"
-
-
-def _at(index: dict) -> str:
-    return " ".join(f"{k}={i}" for k, i in index.items())
-
-
-def _nonfinite_messages(r: VerifyResult, p: _Pass, kern, ref, names) -> list:
+def _first_bad(p: _Pass, kern, ref, names) -> list:
+    """A failing Finding per kind of non-finite element, with its first element."""
     out = []
-    for col, count, what in (
-            ("kern_nan", r.nan_count, "NaN in the kernel output (unwritten or computed)"),
-            ("ref_nan", r.ref_nan_count, "NaN in the reference: those elements verify nothing"),
-            ("bad_inf", r.bad_inf_count, "infinities on one side only or of opposite signs")):
+    counts = {"kern_nan": p.tot["kern_nan"], "ref_nan": p.tot["ref_nan"],
+              "ref_inf": p.tot["ref_inf"], "bad_inf": p.tot["bad_inf"]}
+    for col, count in counts.items():
         if count:
             i = p.at[col]
             (val,), (k,) = _values_at([i], ref, kern)
-            out.append(f"{count} {what}; the first at {_at(_coords(i, tuple(kern.shape), names))}: "
-                       f"val={_g(val)}, kern={_g(k)}; every bit fails")
+            at = Worst(float("nan"), val, k, _coords(i, tuple(kern.shape), names))
+            out.append(Finding(col, True, count=int(count), at=at))
     return out
 
 
-def _spread(r: VerifyResult) -> str:
-    far = sum(r.histograms["epsilonDiff"].counts[4:])
-    if r.n and far > 0.01 * r.n:
-        return (f"{100.0 * far / r.n:.3g}% of the elements are more than 10 ULPs off: a widespread "
-                "error, likely a bug (indexing, layout, missing or extra terms)")
-    if far:
-        return f"{far} elements are more than 10 ULPs off: a few are far off (see the worst elements)"
-    return "no element is more than 10 ULPs off: the threshold may be tighter than rounding allows"
-
-
-def _ulps_at(w: Worst, ot: tolerance.OutType) -> str:
-    return f"{abs(w.val - w.kern) / ot.spacing(w.val):.3g} ULPs of {ot.name} at |val|"
-
-
-def _rel_hint(r: VerifyResult, w: Worst) -> str:
-    hint = ""
-    if abs(w.val) <= 1e-2 * r.ref_max_abs:
-        hint += (f"; a value near zero (|val| is {abs(w.val) / r.ref_max_abs:.1e} of max|val|: "
-                 "cancellation)")
-    if r.bits[0] and r.bits[1]:
-        hint += ("; the RMS and abs bits pass, so this is likely rounding, not a bug; consider a "
-                 "same-sign input range or the auto rel check")
-    return hint
-
-
-def _rel_message(r: VerifyResult, ot: tolerance.OutType) -> str:
-    th = r.thresholds
+def _rel_passes(th: tolerance.Resolved, metrics: dict, p: _Pass) -> bool:
     if th.rel_auto is None:
-        w = r.worst["max_rel_diff"]
-        return (f"rel bit 0: maxRelDiff {r.metrics['max_rel_diff']:.2e} > {th.rel:.2e} at "
-                f"{_at(w.index)}: val={_g(w.val)}, kern={_g(w.kern)}" + _rel_hint(r, w)
-                + f"; maxRelDiff_old (|val| > 1e-3) is {r.metrics['max_rel_diff_old']:.2e}")
-    w = r.worst["rel_auto"]
-    rtol, atol = th.rel_auto
-    d = abs(w.val - w.kern)
-    msg = (f"rel bit 0 (auto): at {_at(w.index)} |val-kern| = {d:.2e} > {rtol:.2e}*|val| + "
-           f"{atol:.2e} = {rtol * abs(w.val) + atol:.2e}: val={_g(w.val)}, kern={_g(w.kern)} "
-           f"({_ulps_at(w, ot)})")
-    if r.bits[0] and r.bits[1]:
-        msg += ("; the RMS and abs bits pass: few elements are off by more than rounding explains "
-                "(flushed subnormal inputs, a different accumulation, or a local bug)")
-    return msg
+        return metrics["max_rel_diff"] <= th.rel
+    return p.tot["n_ok"] == 0 or p.tot["max_excess"] <= th.rel_auto[1]
 
 
-def _bit_messages(r: VerifyResult, ot: tolerance.OutType) -> list:
-    th, m, out = r.thresholds, r.metrics, []
-    if not r.bits[0]:
-        out.append(f"RMS bit 0: RMS {m['rms']:.2e} > {th.rms:.2e} (relative to max|val| "
-                   f"{r.ref_max_abs:.2e}); {_spread(r)}")
-    if not r.bits[1]:
-        w = r.worst["max_abs_diff"]
-        out.append(f"abs bit 0: maxAbsDiff {m['max_abs_diff']:.2e} > {th.abs:.2e} at {_at(w.index)}: "
-                   f"val={_g(w.val)}, kern={_g(w.kern)} ({_ulps_at(w, ot)})")
-    if not r.bits[2]:
-        out.append(_rel_message(r, ot))
-    return out
-
-
-def _rel_passes(r: VerifyResult, p: _Pass) -> bool:
-    if r.thresholds.rel_auto is None:
-        return r.metrics["max_rel_diff"] <= r.thresholds.rel
-    return p.tot["n_ok"] == 0 or p.tot["max_excess"] <= r.thresholds.rel_auto[1]
-
-
-def _judge(r: VerifyResult, p: _Pass, kern, ref, names, ot: tolerance.OutType) -> None:
-    """Set r.bits, r.messages and r.warnings."""
-    if r.n == 0:
-        r.warnings.append("the output is empty: this test checks nothing")
-    elif r.ref_max_abs == 0 and r.ref_nan_count == 0:
-        r.warnings.append("the reference is all zeros: this test checks nothing")
-    if r.int_min_count:
-        r.messages.append(f"{r.int_min_count} element(s) hold the int32 minimum, the poison "
-                          "value: probably never written")
-    bad = _nonfinite_messages(r, p, kern, ref, names)
+def _judge(p: _Pass, n: int, metrics: dict, th: tolerance.Resolved, worst: dict, kern, ref,
+           names) -> tuple[tuple, tuple]:
+    """(bits, findings): the one place that decides."""
+    findings = []
+    if p.tot["int_min"]:
+        findings.append(Finding("poison", False, count=int(p.tot["int_min"])))
+    if n == 0:
+        return (0, 0, 0), tuple(findings) + (Finding("empty", True),)
+    bad = _first_bad(p, kern, ref, names)
     if bad:
-        r.nonfinite, r.bits = True, (0, 0, 0)
-        r.messages[:0] = bad
-        return
-    if r.kern_max_abs == 0 and r.ref_max_abs > 0:
-        r.bits = (0, 0, 0)
-        r.messages.append(f"the kernel output is all zeros while the reference is not (max|val| "
-                          f"{r.ref_max_abs:.2e}): did the kernel run and write its output? "
-                          "every bit fails")
-        return
-    th, m = r.thresholds, r.metrics
-    r.bits = (int(m["rms"] <= th.rms), int(m["max_abs_diff"] <= th.abs), int(_rel_passes(r, p)))
-    r.messages.extend(_bit_messages(r, ot))
+        return (0, 0, 0), tuple(bad + findings)
+    ref_max, kern_max = p.tot["max_val"], p.tot["max_kern"]
+    if ref_max == 0:
+        findings.append(Finding("ref_zero", False))
+    elif kern_max == 0:
+        return (0, 0, 0), tuple(findings) + (Finding("kern_zero", True, value=ref_max),)
+    bits = (int(metrics["rms"] <= th.rms), int(metrics["max_abs_diff"] <= th.abs),
+            int(_rel_passes(th, metrics, p)))
+    if not bits[0]:
+        findings.append(Finding("rms", True, value=metrics["rms"], limit=th.rms))
+    if not bits[1]:
+        findings.append(Finding("abs", True, value=metrics["max_abs_diff"], limit=th.abs,
+                                at=worst["max_abs_diff"]))
+    if not bits[2]:
+        if th.rel_auto is None:
+            findings.append(Finding("rel", True, value=metrics["max_rel_diff"], limit=th.rel,
+                                    at=worst["max_rel_diff"]))
+        else:
+            findings.append(Finding("rel_auto", True, value=p.tot["max_excess"],
+                                    limit=th.rel_auto[1], at=worst["rel_auto"]))
+    return bits, tuple(findings)
 
 
-def _check(kern, ref, out_dtype) -> None:
+def _check(kern, ref, out: dtypes.ElemType) -> None:
     if tuple(kern.shape) != tuple(ref.shape):
         raise ValueError(f"kern and ref shapes differ: {tuple(kern.shape)} vs {tuple(ref.shape)}")
-    if kern.dtype != out_dtype:
-        raise ValueError(f"kern is {kern.dtype}, expected the output type {out_dtype}")
+    if kern.dtype != out.torch_dtype:
+        raise ValueError(f"kern is {kern.dtype}, expected the output type {out.name}")
     if kern.device != ref.device:
         raise ValueError(f"kern is on {kern.device}, ref on {ref.device}")
 
 
-def verify(kern: torch.Tensor, ref: torch.Tensor, out_dtype: torch.dtype, thresholds,
+def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
            accum: tolerance.Accumulation | None = None, dim_names: str = "ngkhw", *,
-           device_path: bool | None = None, chunk: int = CHUNK) -> VerifyResult:
-    """Compare `kern` (in out_dtype) with `ref` (already rounded to out_dtype, in any
-    type that holds those values exactly: out_dtype itself, or float64).
+           device_path: bool | None = None, chunk: int = CHUNK) -> Verdict:
+    """Compare `kern` (in the output type) with `ref` (already rounded to the output type,
+    in any type that holds those values exactly: that type itself, or float64).
 
-    device_path: None = the Triton pass when the tensors are on a GPU; True forces
-    it (in the interpreter, on CPU tensors, for tests); False forces the chunked
-    torch pass, which runs on whatever device holds the tensors. Tensors of more
-    than 5 dimensions always take the torch pass.
+    out_type: an ElemType, its name, or a torch dtype. thresholds: tolerance.Thresholds
+    (None: every bit on its default). device_path: None = the Triton pass when the
+    tensors are on a GPU; True forces it (in the interpreter, on CPU tensors, for tests);
+    False forces the chunked torch pass, which runs on whatever device holds the tensors.
+    Tensors of more than 5 dimensions always take the torch pass.
     """
-    _check(kern, ref, out_dtype)
-    ot = tolerance.out_type(out_dtype)
-    c = _Consts(tolerance.auto_rtol(out_dtype, accum), ot.is_int, ot.mantissa, ot.emin)
+    ot = dtypes.of(out_type)
+    thresholds = thresholds if thresholds is not None else tolerance.Thresholds()
+    _check(kern, ref, ot)
+    c = _Consts(tolerance.auto_rtol(ot, accum), ot.is_int, ot.mantissa, ot.emin)
     use_device = kern.is_cuda if device_path is None else device_path
     n = kern.numel()
     if n == 0:
@@ -496,14 +437,15 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_dtype: torch.dtype, thresh
         p = _device_pass(kern, ref, c)
     else:
         p = _chunked_pass(kern, ref, c, chunk)
-    res = tolerance.resolve(thresholds, out_dtype, accum, p.tot["max_val"])
+    th = tolerance.resolve(thresholds, ot, accum, p.tot["max_val"])
     names = _names(dim_names, kern.dim())
-    result = VerifyResult(
-        metrics=_metrics(p.tot), bits=(0, 0, 0), thresholds=res,
-        histograms=_histograms(p.tot, n), worst=_worst_elements(p, kern, ref, names), n=n,
-        nan_count=int(p.tot["kern_nan"]), inf_count=int(p.tot["kern_inf"]), out_type=ot.name,
-        exact_count=int(p.tot["exact"]), ref_nan_count=int(p.tot["ref_nan"]),
-        bad_inf_count=int(p.tot["bad_inf"]), ref_max_abs=p.tot["max_val"],
-        kern_max_abs=p.tot["max_kern"], int_min_count=int(p.tot["int_min"]))
-    _judge(result, p, kern, ref, names, ot)
-    return result
+    metrics = _metrics(p.tot)
+    worst = _worst_elements(p, kern, ref, names)
+    bits, findings = _judge(p, n, metrics, th, worst, kern, ref, names)
+    return Verdict(
+        bits=bits, metrics=metrics, thresholds=th, histograms=_histograms(p.tot, n),
+        worst=worst, n=n, out_type=ot, exact_count=int(p.tot["exact"]),
+        nan_count=int(p.tot["kern_nan"]), inf_count=int(p.tot["kern_inf"]),
+        ref_nan_count=int(p.tot["ref_nan"]), ref_inf_count=int(p.tot["ref_inf"]),
+        bad_inf_count=int(p.tot["bad_inf"]), int_min_count=int(p.tot["int_min"]),
+        ref_max_abs=p.tot["max_val"], kern_max_abs=p.tot["max_kern"], findings=findings)

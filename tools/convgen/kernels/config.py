@@ -1,24 +1,25 @@
-"""Tile configurations: the `-perf_config` string, and the default chosen per problem.
+"""Tile configurations: the default chosen per problem and device, and the checks a
+configuration must pass before it is compiled.
 
-`-perf_config` takes comma-separated `key=value` pairs, or the same values
-positionally in this order:
+A configuration's fields:
 
-    block_m, block_n, block_k, num_warps, num_stages, split, waves_per_eu,
-    matrix_instr_nonkdim, kpack, max_num_imprecise_acc
+    block_m, block_n, block_k   the tile: GEMM rows, columns, reduction step
+    num_warps, num_stages       warps per program; software-pipelining depth
+    split                       bwd_weight: the reduction split over this many programs
+    waves_per_eu, matrix_instr_nonkdim, kpack
+                                AMD compile options, used only on a HIP backend
+    max_num_imprecise_acc       fp8 dots: how many products NVIDIA's fp8 units may sum at
+                                their own ~14-bit precision before the sum goes to the
+                                fp32 accumulator: 0 (the default for fp8) after every
+                                instruction; up to block_k, after that many; above
+                                block_k, Triton's own default (never on sm90, every
+                                instruction elsewhere). On sm90 any positive value tests
+                                that fast accumulation and the auto thresholds allow for
+                                it (backend.dot_u_acc). Other devices ignore it.
 
-e.g. `-perf_config 128,64,32,4,3` or `-perf_config block_m=64,split=8,kpack=2`.
-Block sizes are powers of two (>= 16 on the matrix-core path, whose BLOCK_K the
-FMA path ignores: it always steps one reduction element at a time). `split`
-divides the bwd_weight reduction over programs (other directions need 1).
-`waves_per_eu`, `matrix_instr_nonkdim` and `kpack` are AMD compile options and are
-applied only on a HIP backend. `max_num_imprecise_acc` (fp8 dots; Triton's
-parameter of that name) is how many products NVIDIA's fp8 units may sum at their
-own ~14-bit precision before the sum goes to the fp32 accumulator: 0 (the
-default for fp8) after every instruction; up to block_k, after that many; above
-block_k, Triton's own default (never on sm90, every instruction elsewhere). On
-sm90 any positive value tests that fast accumulation (values below the
-instruction's 32 act like 0) and the auto thresholds then allow for it
-(backend.dot_u_acc). Other devices ignore it.
+Block sizes are powers of two (>= 16 on the matrix-core path, whose block_k the FMA
+path ignores: it steps one reduction element at a time). The CLI turns `-perf_config`
+text into a dict of fields (`overrides`); `choose` applies it to the default.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass, fields, replace
 
 from convgen.backend import Backend
 from convgen.errors import ConvgenError
-from convgen.problem import BWD_WEIGHT, ConvProblem
+from convgen.problem import ConvProblem
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class KernelConfig:
                         if getattr(self, f.name) is not None)
 
     def compile_options(self) -> dict:
+        """Triton compile options; Backend.compile_options drops the ones a backend lacks."""
         opts = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         for name in ("waves_per_eu", "matrix_instr_nonkdim", "kpack"):
             if getattr(self, name) is not None:
@@ -54,8 +56,17 @@ class KernelConfig:
         return opts
 
 
-_ORDER = [f.name for f in fields(KernelConfig)]
+FIELDS = tuple(f.name for f in fields(KernelConfig))
 MIN_BLOCK_K_1BYTE = 32
+# Upper bounds: a larger tile fits no GPU's registers, and Triton refuses tensors of more
+# than 2^20 elements; a deeper pipeline fits no GPU's shared memory.
+MAX_BLOCK_MN = 512
+MAX_BLOCK_K = 256
+MAX_STAGES = 8
+MAX_SPLIT = 1024
+# matrix_instr_nonkdim and kpack take only these values in Triton's HIP backend
+AMD_CHOICES = {"matrix_instr_nonkdim": (0, 4, 16, 32), "kpack": (1, 2)}
+MAX_WAVES_PER_EU = 16
 
 
 def _pow2(v: int) -> bool:
@@ -66,43 +77,41 @@ def _next_pow2(v: int) -> int:
     return 1 << max(0, (v - 1).bit_length())
 
 
-def parse_perf_config(text: str) -> dict:
-    """Parse `-perf_config` into the fields it sets (the rest keep their defaults)."""
-    values: dict = {}
-    for pos, item in enumerate(p.strip() for p in text.split(",") if p.strip()):
-        key, sep, val = item.partition("=")
-        if not sep:
-            if pos >= len(_ORDER):
-                raise ConvgenError(f"-perf_config '{text}' has more than {len(_ORDER)} values")
-            key, val = _ORDER[pos], item
-        key = key.strip().lower()
-        if key not in _ORDER:
-            raise ConvgenError(f"-perf_config key '{key}' is unknown (keys: {', '.join(_ORDER)})")
-        try:
-            values[key] = int(val)
-        except ValueError:
-            raise ConvgenError(f"-perf_config {key}='{val}' is not an integer") from None
-    return values
+def _bad(what: str) -> ConvgenError:
+    return ConvgenError(what, field="perf_config")
 
 
-def validate(cfg: KernelConfig, problem: ConvProblem, use_dot: bool) -> None:
-    for name in ("block_m", "block_n", "block_k", "num_warps"):
-        if not _pow2(getattr(cfg, name)):
-            raise ConvgenError(f"-perf_config {name}={getattr(cfg, name)} must be a power of two")
+def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot: bool) -> None:
+    """Raise ConvgenError (field "perf_config") naming the first field out of range."""
+    for name, top in (("block_m", MAX_BLOCK_MN), ("block_n", MAX_BLOCK_MN),
+                      ("block_k", MAX_BLOCK_K), ("num_warps", backend.max_warps)):
+        v = getattr(cfg, name)
+        if not _pow2(v) or v > top:
+            raise _bad(f"{name}={v} must be a power of two from 1 to {top}"
+                       + (f" on {backend.arch}" if name == "num_warps" else ""))
     if use_dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
-        raise ConvgenError("-perf_config block sizes must be at least 16 on the matrix-core path")
-    if use_dot and cfg.block_k < _min_block_k(problem):
-        raise ConvgenError(f"-perf_config block_k={cfg.block_k}: {problem.dtype.name} on the "
-                           f"matrix-core path needs block_k >= {_min_block_k(problem)}")
-    if cfg.num_stages < 1 or cfg.split < 1:
-        raise ConvgenError("-perf_config num_stages and split must be at least 1")
+        small = next(n for n in ("block_m", "block_n", "block_k") if getattr(cfg, n) < 16)
+        raise _bad(f"{small}={getattr(cfg, small)}: block sizes must be at least 16 on the "
+                   "matrix-core path")
+    if use_dot and cfg.block_k < min_block_k(problem):
+        raise _bad(f"block_k={cfg.block_k}: {problem.dtype.name} on the matrix-core path needs "
+                   f"block_k >= {min_block_k(problem)}")
+    if not 1 <= cfg.num_stages <= MAX_STAGES:
+        raise _bad(f"num_stages={cfg.num_stages} must be from 1 to {MAX_STAGES}")
+    if not 1 <= cfg.split <= MAX_SPLIT:
+        raise _bad(f"split={cfg.split} must be from 1 to {MAX_SPLIT}")
+    if cfg.split > 1 and not problem.direction.splits_reduction:
+        raise _bad(f"split={cfg.split} applies to bwd_weight only")
+    for name, choices in AMD_CHOICES.items():
+        v = getattr(cfg, name)
+        if v is not None and v not in choices:
+            raise _bad(f"{name}={v} must be one of {', '.join(map(str, choices))}")
+    if cfg.waves_per_eu is not None and not 0 <= cfg.waves_per_eu <= MAX_WAVES_PER_EU:
+        raise _bad(f"waves_per_eu={cfg.waves_per_eu} must be from 0 to {MAX_WAVES_PER_EU}")
     if cfg.max_num_imprecise_acc is not None and cfg.max_num_imprecise_acc < 0:
-        raise ConvgenError(f"-perf_config max_num_imprecise_acc={cfg.max_num_imprecise_acc} "
-                           "must be >= 0")
+        raise _bad(f"max_num_imprecise_acc={cfg.max_num_imprecise_acc} must be >= 0")
     if cfg.max_num_imprecise_acc and not problem.dtype.is_fp8:
-        raise ConvgenError("-perf_config max_num_imprecise_acc applies to fp8 types only")
-    if cfg.split > 1 and problem.direction != BWD_WEIGHT:
-        raise ConvgenError(f"-perf_config split={cfg.split} applies to bwd_weight only")
+        raise _bad("max_num_imprecise_acc applies to fp8 types only")
 
 
 def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> KernelConfig:
@@ -112,15 +121,14 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
         # few, large tiles.
         return KernelConfig(block_m=min(256, max(16, _next_pow2(m))),
                             block_n=min(128, max(16, _next_pow2(n))),
-                            block_k=min(64, max(_min_block_k(problem), _next_pow2(r))) if use_dot else 1,
+                            block_k=min(64, max(min_block_k(problem), _next_pow2(r))) if use_dot else 1,
                             num_warps=4, num_stages=1, split=1)
     bn = 128 if n >= 128 else max(16, _next_pow2(n))
     bm = 128 if m >= 128 else max(16, _next_pow2(m))
     if not use_dot:
         return KernelConfig(block_m=min(bm, 64), block_n=min(bn, 64), block_k=1,
                             num_warps=4, num_stages=1, split=_split(problem, bm, bn))
-    elem_bytes = problem.dtype.torch_in.itemsize
-    bk = 64 if elem_bytes <= 2 else 32
+    bk = 64 if problem.dtype.bits <= 16 else 32
     cfg = KernelConfig(block_m=bm, block_n=bn, block_k=bk,
                        num_warps=8 if bm * bn >= 128 * 128 else 4,
                        num_stages=2 if backend.is_hip else 3,
@@ -131,14 +139,14 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
     return cfg
 
 
-def _min_block_k(problem: ConvProblem) -> int:
+def min_block_k(problem: ConvProblem) -> int:
     # 8-bit matrix instructions (mma k32, wgmma k32, MFMA x16/x32) reduce 32 at a time
-    return MIN_BLOCK_K_1BYTE if problem.dtype.torch_in.itemsize == 1 else 16
+    return MIN_BLOCK_K_1BYTE if problem.dtype.bits == 8 else 16
 
 
 def _split(problem: ConvProblem, bm: int, bn: int) -> int:
     """bwd_weight: enough programs to fill ~a GPU, with each part at least a few tiles deep."""
-    if problem.direction != BWD_WEIGHT:
+    if not problem.direction.splits_reduction:
         return 1
     m, n, r = problem.gemm
     tiles = -(-m // bm) * -(-n // bn) * problem.g
@@ -146,14 +154,19 @@ def _split(problem: ConvProblem, bm: int, bn: int) -> int:
     return max(1, min(want, r // 1024, 64))
 
 
-def choose(problem: ConvProblem, backend: Backend, use_dot: bool, perf_config: str | None) -> KernelConfig:
+def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
+           overrides: dict | None = None) -> KernelConfig:
+    """The default configuration with the fields `overrides` sets, checked."""
     cfg = default_config(problem, backend, use_dot)
     if problem.dtype.is_fp8:
         # sum fp8 products in fp32 after every matrix instruction (backend.dot_u_acc)
         cfg = replace(cfg, max_num_imprecise_acc=0)
-    if perf_config:
-        cfg = replace(cfg, **parse_perf_config(perf_config))
+    if overrides:
+        unknown = sorted(set(overrides) - set(FIELDS))
+        if unknown:
+            raise _bad(f"unknown field '{unknown[0]}' (fields: {', '.join(FIELDS)})")
+        cfg = replace(cfg, **overrides)
     if not use_dot:
         cfg = replace(cfg, block_k=1)
-    validate(cfg, problem, use_dot)
+    validate(cfg, problem, backend, use_dot)
     return cfg

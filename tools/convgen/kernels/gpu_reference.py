@@ -25,7 +25,7 @@ import triton.language as tl
 
 # imported for its side effect: TRITON_DEFAULT_FP_FUSION set before any compile (acc += a*b is one FMA)
 from convgen import backend  # noqa: F401
-from convgen.problem import BWD_DATA, BWD_WEIGHT, FWD, LOGICAL, ConvProblem
+from convgen.problem import LOGICAL, ConvProblem
 
 GPU_BLOCK = 256
 INTERPRETER_MAX_BLOCK = 4096   # the interpreter pays per program and per loop step, not per element
@@ -176,10 +176,6 @@ def conv_ref_bwd_weight_kernel(
     tl.store(w_ptr + w_off, acc.to(w_ptr.dtype.element_ty), mask=live)
 
 
-KERNELS = {FWD: conv_ref_fwd_kernel, BWD_DATA: conv_ref_bwd_data_kernel,
-           BWD_WEIGHT: conv_ref_bwd_weight_kernel}
-
-
 class RefLaunch(NamedTuple):   # not a dataclass: isa.compilable() runs this module outside sys.modules
     kernel: object
     grid: tuple
@@ -202,7 +198,7 @@ def launch_spec(p: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Ten
     programs = triton.cdiv(numel, block)
     ws = None
     dst = out
-    if p.direction == BWD_WEIGHT:
+    if p.direction.splits_reduction:   # bwd_weight: the batch loop may be split into parts
         if parts is None:
             # few programs each walking a long batch loop leave the GPU idle: split the batch
             parts = 1 if interp else max(1, min(p.n, SPLIT_TARGET_PROGRAMS // programs))
@@ -219,12 +215,12 @@ def launch_spec(p: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Ten
                "G": p.g, "C": p.c, "K": p.k, "HI": p.hi, "WI": p.wi, "HO": p.ho, "WO": p.wo,
                "Y": p.y, "X": p.x, "SH": p.stride_h, "SW": p.stride_w, "DH": p.dil_h, "DW": p.dil_w,
                "PH": p.pad_h_l, "PW": p.pad_w_l}
-    if p.direction == BWD_WEIGHT:
+    if p.direction.splits_reduction:
         runtime.update(N=p.n, N_PER=n_per, PART_STRIDE=0 if ws is None else ws.stride(0))
     for name, prefix in (("input", "sx_"), ("filter", "sw_"), ("output", "sy_")):
         runtime.update({prefix + d: s for d, s in zip(LOGICAL[name], full[name].stride())})
     constexprs = {"ACC_INT": p.dtype.is_int, "BLOCK": block}
-    return RefLaunch(KERNELS[p.direction], (programs, parts), runtime, constexprs, ws)
+    return RefLaunch(p.direction.load("gpu_reference"), (programs, parts), runtime, constexprs, ws)
 
 
 def gpu_reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Tensor,

@@ -23,7 +23,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from convgen.backend import FP8_TYPES
+from convgen import dtypes
+from convgen.backend import Backend
 
 TARGETS = {
     "gfx90a": GPUTarget("hip", "gfx90a", 64),
@@ -33,13 +34,14 @@ TARGETS = {
     "sm80": GPUTarget("cuda", 80, 32),
 }
 MATRIX_RE = {"hip": re.compile(r"\bv_mfma\w*"), "cuda": re.compile(r"\b(?:wgmma|mma)\.[\w.]+")}
-_TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "i8",
-                 "int32": "i32", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
-                 "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16"}
+
+
+def backend_of(target: str) -> Backend:
+    return Backend(TARGETS[target].backend, target, TARGETS[target].warp_size)
 
 
 def pointer_type(dtype) -> str:
-    return "*" + _TRITON_TYPES[str(dtype).replace("torch.", "")]
+    return "*" + dtypes.of(dtype).triton_name
 
 
 def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict | None = None,
@@ -58,11 +60,8 @@ def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict 
             raise KeyError(f"no type given for kernel parameter '{name}'")
     attrs = {(params.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn, signature, constexprs={k: v for k, v in constexprs.items()}, attrs=attrs)
-    tgt = TARGETS[target]
-    opts = dict(options or {})
-    if tgt.backend != "hip":
-        opts = {k: v for k, v in opts.items() if k not in ("waves_per_eu", "matrix_instr_nonkdim", "kpack")}
-    return triton.compile(src, target=tgt, options=opts)
+    opts = backend_of(target).compile_options(dict(options or {}))
+    return triton.compile(src, target=TARGETS[target], options=opts)
 
 
 def assembly(compiled, target: str) -> str:
@@ -76,9 +75,8 @@ def matrix_instructions(compiled, target: str) -> list[str]:
 
 
 def _problem(direction: str, dtype: str, layouts=None, stride=(1, 1)):
-    from convgen.dtypes import elem_type
     from convgen.problem import make_problem
-    return make_problem(direction=direction, dtype=elem_type(dtype), n=2, g=1, c_total=32,
+    return make_problem(direction=direction, dtype=dtypes.elem_type(dtype), n=2, g=1, c_total=32,
                         k_total=64, hi=14, wi=14, y=3, x=3, stride=stride, pad=(1, 1, 1, 1),
                         layouts=layouts)
 
@@ -88,7 +86,7 @@ def _meta_tensors(p, out_dtype):
     import torch
     meta = {}
     for name in p.reads + (p.writes,):
-        dt = out_dtype if name == p.writes else p.dtype.torch_in
+        dt = out_dtype if name == p.writes else p.dtype.torch_dtype
         meta[name] = torch.empty(p.physical_shape(name), dtype=dt, device="meta").permute(
             p.to_logical_perm(name))
     return {k: meta[k] for k in p.reads}, meta[p.writes]
@@ -101,19 +99,18 @@ def _arg_types(runtime: dict) -> dict:
 
 
 def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts=None,
-                 stride=(1, 1), perf_config: str | None = None):
-    """The kernel under test for a small problem, as convgen would launch it on `target`."""
-    from convgen.backend import Backend
+                 stride=(1, 1), perf_config: dict | None = None):
+    """The kernel under test for a small problem, as convgen would launch it on `target`;
+    `perf_config` holds config fields over the default."""
     from convgen.kernels.config import choose
-    from convgen.kernels.implicit_gemm import conv_gemm_kernel
-    from convgen.kernels.launch import gemm_spec
+    from convgen.kernels.launch import launch_spec
     p = _problem(direction, dtype, layouts, stride)
-    kind = TARGETS[target].backend
-    be = Backend(kind, target, TARGETS[target].warp_size)
-    cfg = choose(p, be, use_dot, perf_config or ("split=2" if direction == "bwd_weight" else None))
-    spec = gemm_spec(p, *_meta_tensors(p, p.dtype.torch_out), cfg, use_dot, False)
-    return compile_kernel(conv_gemm_kernel, _arg_types(spec.runtime), spec.constexprs, target,
-                          be.launch_options(cfg.compile_options()))
+    be = backend_of(target)
+    cfg = choose(p, be, use_dot,
+                 perf_config or ({"split": 2} if p.direction.splits_reduction else None))
+    spec = launch_spec(p, *_meta_tensors(p, p.dtype.out_type.torch_dtype), cfg, use_dot, False)
+    return compile_kernel(spec.kernel, _arg_types(spec.runtime), spec.constexprs, target,
+                          cfg.compile_options())
 
 
 def compile_reference(direction: str, target: str):
@@ -194,17 +191,16 @@ def survey(targets) -> list[dict]:
 def _fp8_rows(target: str) -> list[dict]:
     """fp8 forward on both paths, for each fp8 type the backend claims (backend.type_unsupported):
     the claim must compile, and the dot path must reach matrix instructions."""
-    from convgen.backend import Backend
-    be = Backend(TARGETS[target].backend, target, TARGETS[target].warp_size)
+    be = backend_of(target)
     rows = []
-    for dtype in FP8_TYPES:
-        if be.type_unsupported(dtype):
+    for dtype in dtypes.FP8_TYPES:
+        if be.type_unsupported(dtypes.TYPES[dtype]):
             rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": dtype,
                          "path": "unsupported", "matrix": [], "tf32": False, "fma": False})
             continue
         # "dot-fast": NVIDIA's fp8 units sum on their own (Triton's default on sm90)
         for path, use_dot, perf in (("dot", True, None), ("fma", False, None),
-                                    ("dot-fast", True, "max_num_imprecise_acc=1073741824")):
+                                    ("dot-fast", True, {"max_num_imprecise_acc": 1 << 30})):
             k = compile_conv("fwd", dtype, use_dot, target, CHANNELS_LAST, perf_config=perf)
             rows.append({"kernel": "conv", "target": target, "direction": "fwd", "dtype": dtype,
                          "path": path, "matrix": matrix_instructions(k, target), "tf32": False,

@@ -31,8 +31,10 @@ import torch
 import triton
 import triton.language as tl
 
-REL_EDGES = 7
-EPS_EDGES = 4
+from convgen.verify import EPS_EDGES as _EPS, REL_EDGES as _REL
+
+REL_EDGES = len(_REL)   # bucket edges of the two histograms (verify.py holds the values)
+EPS_EDGES = len(_EPS)
 # Predicates counted per program, in this order (10-bit fields, three per int32 word):
 #   d > 0 (not exact), ulps >= each EPS edge, |val| > floor (in relDiff_old),
 #   rel_old > 0, rel_old >= each REL edge, kern == int32 minimum (int outputs only)
@@ -360,7 +362,7 @@ def _decode(counts: list[float], n: int) -> dict:
     c = [int(x) for x in counts]
     not_exact, eps_ge, in_old, rel_pos, rel_ge = c[0], c[1:5], c[5], c[6], c[7:14]
     tot = {"n_ok": n, "exact": n - not_exact, "old_excluded": n - in_old, "kern_nan": 0,
-           "ref_nan": 0, "bad_inf": 0, "kern_inf": 0, "int_min": c[14]}
+           "ref_nan": 0, "ref_inf": 0, "bad_inf": 0, "kern_inf": 0, "int_min": c[14]}
     eps = [n, not_exact] + eps_ge        # cumulative: bucket b = eps[b] - eps[b + 1]
     tot.update({f"eps_h{b}": eps[b] - (eps[b + 1] if b + 1 < len(eps) else 0)
                 for b in range(len(eps))})

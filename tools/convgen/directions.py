@@ -1,0 +1,85 @@
+"""The three directions of a convolution, each as the implicit GEMM it is. Adding a
+direction is one row here plus the code the row names (its kernel, its references).
+
+Per group, with logical tensors x (n, g, c, h, w), w (g, k, c, y, x), y (n, g, k, h, w):
+
+    direction   A        B        C (written)  M (rows)      N (columns)   R (reduction)
+    fwd         input    filter   output       n * ho * wo   k             c * y * x
+    bwd_data    output   filter   input        n * hi * wi   c             k * y * x
+    bwd_weight  output   input    filter       k             c * y * x     n * ho * wo
+
+bwd_data's reduction counts every tap; with a stride, only the taps where
+(hi + pad - y*dil) is divisible by the stride contribute. bwd_weight's reduction is
+long (the whole batch), so its kernel may split it over programs (`splits_reduction`)
+and sum the parts in a fixed order.
+
+The row names the code that implements the direction as "module:attribute" strings,
+resolved on first use, so that the CLI and lit read this table without importing
+torch or Triton.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Direction:
+    name: str
+    summary: str
+    reads: tuple                 # the tensors it reads, in the order their data is drawn
+    writes: str                  # C: the tensor it writes
+    gemm_dims: tuple             # (M, N, R) as words, for people
+    gemm: Callable               # problem -> (M, N, R) per group
+    # The tensor whose channel dimension the kernel's inner index walks, and that
+    # dimension's letter: walking it innermost reads contiguous memory when the tensor
+    # is channels-last (kernels/launch.channels_fastest).
+    channel_walk: tuple
+    splits_reduction: bool       # the kernel may split R over programs (split-K)
+    kernel: str                  # "module:function" building the launch (kernels/launch.py)
+    cpu_reference: str           # "module:object" with per_sample() and compute()
+    gpu_reference: str           # "module:kernel" of the FMA reference (-pv_with_gpu)
+
+    def load(self, which: str):
+        """The object a "module:attribute" field names (kernel, cpu_reference, gpu_reference)."""
+        module, _, attr = getattr(self, which).partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+FWD = Direction(
+    "fwd", "forward: output = input * filter",
+    reads=("input", "filter"), writes="output", gemm_dims=("n*ho*wo", "k", "c*y*x"),
+    gemm=lambda p: (p.n * p.ho * p.wo, p.k, p.c * p.y * p.x),
+    channel_walk=("input", "c"), splits_reduction=False,
+    kernel="convgen.kernels.conv_fwd:launch_spec",
+    cpu_reference="convgen.reference:FWD",
+    gpu_reference="convgen.kernels.gpu_reference:conv_ref_fwd_kernel")
+BWD_DATA = Direction(
+    "bwd_data", "backward data: input gradient from the output gradient and the filter",
+    reads=("output", "filter"), writes="input", gemm_dims=("n*hi*wi", "c", "k*y*x"),
+    gemm=lambda p: (p.n * p.hi * p.wi, p.c, p.k * p.y * p.x),
+    channel_walk=("output", "k"), splits_reduction=False,
+    kernel="convgen.kernels.conv_bwd_data:launch_spec",
+    cpu_reference="convgen.reference:BWD_DATA",
+    gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_data_kernel")
+BWD_WEIGHT = Direction(
+    "bwd_weight", "backward weight: filter gradient from the input and the output gradient",
+    reads=("input", "output"), writes="filter", gemm_dims=("k", "c*y*x", "n*ho*wo"),
+    gemm=lambda p: (p.k, p.c * p.y * p.x, p.n * p.ho * p.wo),
+    channel_walk=("input", "c"), splits_reduction=True,
+    kernel="convgen.kernels.conv_bwd_weight:launch_spec",
+    cpu_reference="convgen.reference:BWD_WEIGHT",
+    gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_weight_kernel")
+
+DIRECTIONS: dict[str, Direction] = {d.name: d for d in (FWD, BWD_DATA, BWD_WEIGHT)}
+
+
+def direction(name) -> Direction:
+    """The Direction of a name ("fwd", ...) or a Direction itself."""
+    if isinstance(name, Direction):
+        return name
+    return DIRECTIONS[name]

@@ -1,0 +1,51 @@
+"""Pieces the three conv kernels share: the multiply-accumulate of one tile and the
+split of a flat GEMM index into three tensor coordinates.
+
+USE_DOT picks the matrix-core path (`tl.dot`) or the FMA path (BLOCK_K = 1 tiles and
+`acc += a * b`: a rank-1 update per reduction step, which Triton cannot turn into a
+dot, so it stays on FMA units).
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mac(acc, a, b, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+        DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr):
+    if USE_DOT:
+        if DOT_UPCAST:  # the interpreter's bf16 dot is wrong; exact products in fp32 instead
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        if ACC_INT:
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        else:
+            # MAX_IMPRECISE: fp8 products summed inside the matrix unit before the sum
+            # is added to the fp32 accumulator (Hopper's fp8 units keep fewer bits)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION,
+                         max_num_imprecise_acc=MAX_IMPRECISE)
+    else:
+        if ACC_INT:
+            acc += a.to(tl.int32) * b.to(tl.int32)
+        else:
+            acc += a.to(tl.float32) * b.to(tl.float32)
+    return acc
+
+
+@triton.jit
+def split3(i, D1, D2, FIRST_FASTEST: tl.constexpr, D0):
+    """Split a flat index into (i0, i1, i2) with sizes (D0, D1, D2).
+
+    FIRST_FASTEST puts i0 innermost (e.g. channels for channels-last memory),
+    otherwise i2 is innermost; either way the same (i0, i1, i2) set is covered.
+    """
+    if FIRST_FASTEST:
+        i0 = i % D0
+        t = i // D0
+        i2 = t % D2
+        i1 = t // D2
+    else:
+        i2 = i % D2
+        t = i // D2
+        i1 = t % D1
+        i0 = t // D1
+    return i0, i1, i2

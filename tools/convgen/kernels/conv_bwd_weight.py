@@ -1,0 +1,145 @@
+"""Backward-weight convolution as an implicit GEMM: the filter gradient from the input
+and the output gradient.
+
+Per group g and reduction part s (grid axis 2 holds both):
+    M = k   N = (c, y, x): one filter element per column   R = (n, ho, wo)
+A = the output gradient; B = the input, gathered; C = the filter gradient.
+
+R covers the whole batch, so it may be split into SPLIT parts (split-K): each part
+writes fp32 partial sums to a workspace and `split_reduce_kernel` adds them in part
+order, so the result does not depend on which program finished first.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from convgen.kernels import launch
+from convgen.kernels.common import mac, split3
+
+REDUCE_BLOCK = 1024
+
+
+@triton.jit
+def conv_bwd_weight_kernel(
+    # pointers: input x (B), filter gradient w (C), output gradient y (A), split-K workspace
+    x_ptr, w_ptr, y_ptr, ws_ptr,
+    # sizes per group; R_CHUNK: reduction length of one part
+    N, C, K, HI, WI, HO, WO, PH, PW, R_CHUNK,
+    # strides of the logical views (n, g, c, h, w), (g, k, c, y, x), (n, g, k, h, w)
+    sx_n, sx_g, sx_c, sx_h, sx_w,
+    sw_g, sw_k, sw_c, sw_y, sw_x,
+    sy_n, sy_g, sy_k, sy_h, sy_w,
+    # geometry: filter size, stride, dilation
+    Y: tl.constexpr, X: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    DH: tl.constexpr, DW: tl.constexpr,
+    # meta-parameters
+    CH_FAST: tl.constexpr, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_z = tl.program_id(2)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # GEMM rows M: output channels
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N of this tile
+    ks = tl.arange(0, BLOCK_K)
+    g = pid_z // SPLIT
+    s = pid_z % SPLIT
+    NCOL = C * Y * X
+    R = N * HO * WO
+    r_begin = s * R_CHUNK
+    r_end = tl.minimum(R, r_begin + R_CHUNK)
+    m_ok = rm < K
+    # N -> (c, y, x): one filter element per GEMM column
+    c, fy, fx = split3(rn, Y, X, CH_FAST, C)
+    n_ok = rn < NCOL
+    hi_col = fy * DH - PH   # input row that output row 0 reads through this tap
+    wi_col = fx * DW - PW
+    a_row = y_ptr + g * sy_g + rm * sy_k
+    b_col = x_ptr + g * sx_g + c * sx_c + hi_col * sx_h + wi_col * sx_w
+    for r0 in range(r_begin, r_end, BLOCK_K):
+        rk = r0 + ks
+        # R -> (n, ho, wo): the output pixels this filter element met
+        n_, ho, wo = split3(rk, HO, WO, False, N)
+        r_ok = rk < r_end
+        a = tl.load(a_row[:, None] + (n_ * sy_n + ho * sy_h + wo * sy_w)[None, :],
+                    mask=m_ok[:, None] & r_ok[None, :], other=0.0)
+        hi = (ho * SH)[:, None] + hi_col[None, :]
+        wi = (wo * SW)[:, None] + wi_col[None, :]
+        b_mask = (r_ok[:, None] & n_ok[None, :] & (hi >= 0) & (hi < HI)
+                  & (wi >= 0) & (wi < WI))
+        b = tl.load(b_col[None, :] + (n_ * sx_n + ho * SH * sx_h + wo * SW * sx_w)[:, None],
+                    mask=b_mask, other=0.0)
+        acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    o_mask = m_ok[:, None] & n_ok[None, :]
+    if SPLIT == 1:
+        # C tile -> filter gradient (g, k, c, y, x)
+        out = w_ptr + g * sw_g + (rm * sw_k)[:, None] + (c * sw_c + fy * sw_y + fx * sw_x)[None, :]
+        tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=o_mask)
+    else:
+        # C tile -> this part's fp32 partials (g, s, k, col), summed by split_reduce_kernel
+        part = ws_ptr + ((pid_z * K + rm) * NCOL)[:, None] + rn[None, :]
+        tl.store(part, acc, mask=o_mask)
+
+
+@triton.jit
+def split_reduce_kernel(ws_ptr, w_ptr, G, K, C,
+                        sw_g, sw_k, sw_c, sw_y, sw_x,
+                        Y: tl.constexpr, X: tl.constexpr, CH_FAST: tl.constexpr,
+                        SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    NCOL = C * Y * X
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < G * K * NCOL
+    # flat -> (g, k, col): the filter-gradient element
+    col = idx % NCOL
+    gk = idx // NCOL
+    k = gk % K
+    g = gk // K
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):
+        acc += tl.load(ws_ptr + ((g * SPLIT + s) * K + k) * NCOL + col, mask=ok, other=0.0)
+    # col -> (c, y, x), the same split the GEMM used for its columns
+    c, fy, fx = split3(col, Y, X, CH_FAST, C)
+    out = w_ptr + g * sw_g + k * sw_k + c * sw_c + fy * sw_y + fx * sw_x
+    tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=ok)
+
+
+def parts(p, cfg) -> tuple[int, int]:
+    """(split, r_chunk): how many parts the reduction is cut into, and each part's length
+    (a multiple of block_k, so no tile straddles two parts; no part is empty)."""
+    _, _, r = p.gemm
+    r_chunk = triton.cdiv(triton.cdiv(r, cfg.split), cfg.block_k) * cfg.block_k
+    return triton.cdiv(r, r_chunk), r_chunk
+
+
+def workspace_elements(p, cfg) -> int:
+    """fp32 elements of the split-K workspace (0 when the GEMM writes the output itself)."""
+    split, _ = parts(p, cfg)
+    return 0 if split == 1 else p.g * split * p.k * p.gemm[1]
+
+
+def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+    full = {**tensors, p.writes: out}
+    m, n, _ = p.gemm
+    split, r_chunk = parts(p, cfg)
+    ws = None
+    if split > 1:
+        ws = torch.empty((workspace_elements(p, cfg),), dtype=torch.float32, device=out.device)
+    runtime = {"x_ptr": full["input"], "w_ptr": full["filter"], "y_ptr": full["output"],
+               "ws_ptr": out if ws is None else ws,
+               **launch.sizes(p, "N", "C", "K", "HI", "WI", "HO", "WO", "PH", "PW"),
+               "R_CHUNK": r_chunk, **launch.strides(full)}
+    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split}
+    # one program column per group and reduction part
+    grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), p.g * split)
+
+    def reduce(compile_options):
+        total = p.g * p.k * n
+        split_reduce_kernel[(triton.cdiv(total, REDUCE_BLOCK),)](
+            ws, out, p.g, p.k, p.c, *out.stride(),
+            Y=p.y, X=p.x, CH_FAST=meta["CH_FAST"], SPLIT=split, BLOCK=REDUCE_BLOCK,
+            **compile_options({"num_warps": 4}))
+
+    return launch.LaunchSpec(conv_bwd_weight_kernel, grid, runtime, constexprs, ws,
+                             finish=reduce if ws is not None else None)

@@ -1,0 +1,77 @@
+"""Forward convolution as an implicit GEMM: output = input * filter.
+
+Per group g (grid axis 2):  M = (n, ho, wo)   N = k   R = (c, y, x)
+A = the input, gathered (im2col without the copy); B = the filter; C = the output.
+All tensors arrive as logical views with five strides each, so memory layout never
+changes the code.
+"""
+import triton
+import triton.language as tl
+
+from convgen.kernels import launch
+from convgen.kernels.common import mac, split3
+
+
+@triton.jit
+def conv_fwd_kernel(
+    # pointers: input x (A), filter w (B), output y (C)
+    x_ptr, w_ptr, y_ptr,
+    # sizes per group
+    N, C, K, HI, WI, HO, WO, PH, PW,
+    # strides of the logical views (n, g, c, h, w), (g, k, c, y, x), (n, g, k, h, w)
+    sx_n, sx_g, sx_c, sx_h, sx_w,
+    sw_g, sw_k, sw_c, sw_y, sw_x,
+    sy_n, sy_g, sy_k, sy_h, sy_w,
+    # geometry: filter size, stride, dilation
+    Y: tl.constexpr, X: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    DH: tl.constexpr, DW: tl.constexpr,
+    # meta-parameters
+    CH_FAST: tl.constexpr, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    g = tl.program_id(2)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # GEMM rows M of this tile
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: output channels
+    ks = tl.arange(0, BLOCK_K)
+    M = N * HO * WO
+    R = C * Y * X
+    # M -> (n, ho, wo): one output pixel per GEMM row
+    n_, ho, wo = split3(rm, HO, WO, False, N)
+    m_ok = rm < M
+    hi0 = ho * SH - PH      # input row of filter row 0
+    wi0 = wo * SW - PW      # input column of filter column 0
+    a_row = x_ptr + g * sx_g + n_ * sx_n + hi0 * sx_h + wi0 * sx_w
+    b_col = w_ptr + g * sw_g + rn * sw_k
+    n_ok = rn < K
+    for r0 in range(0, R, BLOCK_K):
+        rk = r0 + ks
+        # R -> (c, y, x): input channel and filter tap
+        c, fy, fx = split3(rk, Y, X, CH_FAST, C)
+        r_ok = rk < R
+        hi = hi0[:, None] + (fy * DH)[None, :]
+        wi = wi0[:, None] + (fx * DW)[None, :]
+        a_mask = (m_ok[:, None] & r_ok[None, :] & (hi >= 0) & (hi < HI)
+                  & (wi >= 0) & (wi < WI))
+        a = tl.load(a_row[:, None] + (c * sx_c + fy * DH * sx_h + fx * DW * sx_w)[None, :],
+                    mask=a_mask, other=0.0)
+        b = tl.load(b_col[None, :] + (c * sw_c + fy * sw_y + fx * sw_x)[:, None],
+                    mask=r_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    # C tile -> output (n, g, k, ho, wo)
+    out = y_ptr + g * sy_g + (n_ * sy_n + ho * sy_h + wo * sy_w)[:, None] + (rn * sy_k)[None, :]
+    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+    full = {**tensors, p.writes: out}
+    m, n, _ = p.gemm
+    runtime = {"x_ptr": full["input"], "w_ptr": full["filter"], "y_ptr": full["output"],
+               **launch.sizes(p, "N", "C", "K", "HI", "WI", "HO", "WO", "PH", "PW"),
+               **launch.strides(full)}
+    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta}
+    grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), p.g)
+    return launch.LaunchSpec(conv_fwd_kernel, grid, runtime, constexprs)
