@@ -176,27 +176,32 @@ if not convgen:
             pass
 
 # --- FileCheck --------------------------------------------------------------
-filecheck = setting("filecheck")
-if not filecheck:
-    filecheck = (shutil.which("filecheck", path=env_path)
-                 or shutil.which("FileCheck", path=env_path))
-    if not filecheck:
-        for name in ("filecheck", "FileCheck"):
-            candidate = os.path.join(PYDEPS, "bin", name)
-            if os.access(candidate, os.X_OK):
-                filecheck = candidate
-                break
-filecheck_cmd = shlex.quote(filecheck) if filecheck else ""
-if filecheck and os.path.realpath(filecheck).startswith(os.path.realpath(PYDEPS) + os.sep):
-    # A `pip install --target .pydeps` script carries the shebang of the machine
-    # that installed it: run the module with this Python instead.
-    filecheck_cmd = "%s -m filecheck" % shlex.quote(sys.executable)
-    prepend_pythonpath(PYDEPS, append=True)
-elif not filecheck or not (os.access(filecheck, os.X_OK) or shutil.which(filecheck, path=env_path)):
-    lit_config.fatal(
-        "FileCheck not found (looked for 'filecheck' and 'FileCheck' on PATH and in %s/bin). "
-        "Install it with `python3 -m pip install filecheck`, or pass "
-        "--param filecheck=/path/to/FileCheck (CMake: -DFILECHECK_EXECUTABLE=...)." % PYDEPS)
+# An explicit one, else one on PATH (LLVM's, or pip's `filecheck`), else the filecheck
+# module of the Python running lit (or of .pydeps/) run as `python -m filecheck`: a
+# `pip install --target .pydeps` script carries the shebang of the machine that
+# installed it, so the module is safer than the script.
+filecheck_cmd = ""
+filecheck = setting("filecheck") or shutil.which("filecheck", path=env_path) \
+    or shutil.which("FileCheck", path=env_path)
+if filecheck:
+    if not (os.access(filecheck, os.X_OK) or shutil.which(filecheck, path=env_path)):
+        lit_config.fatal("filecheck=%r is not an executable" % filecheck)
+    filecheck_cmd = shlex.quote(filecheck)
+else:
+    import importlib.util
+    spec = importlib.util.find_spec("filecheck")
+    in_pydeps = os.path.isdir(os.path.join(PYDEPS, "filecheck"))
+    if spec is not None or in_pydeps:
+        filecheck_cmd = "%s -m filecheck" % shlex.quote(sys.executable)
+        origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else ""
+        if spec is None or origin.startswith(os.path.realpath(PYDEPS) + os.sep):
+            prepend_pythonpath(PYDEPS, append=True)
+    else:
+        lit_config.fatal(
+            "FileCheck not found (looked for 'filecheck' and 'FileCheck' on PATH, the filecheck "
+            "module of %s, and %s). Install it with `python3 -m pip install filecheck`, or pass "
+            "--param filecheck=/path/to/FileCheck (CMake: -DFILECHECK_EXECUTABLE=...)."
+            % (sys.executable, PYDEPS))
 
 # --- device -----------------------------------------------------------------
 def probe_device():

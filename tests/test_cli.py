@@ -14,7 +14,7 @@ TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SIZES = "-batchsize 2 -in_channels 4 -out_channels 6 -in_h 9 -in_w 8 -fil_h 3 -fil_w 3".split()
 
-# DESIGN.md section 2, with %pv, %random_data, %xdlops and %rms_threshold substituted.
+# A whole rocmlir-gen line (the suite's first example), with %pv, %random_data, %xdlops and %rms_threshold substituted.
 DESIGN_LINE = ("--operation conv -t f16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk "
                "-batchsize=64 -in_channels=64 -in_h=56 -in_w=56 -out_channels=64 -fil_h=3 "
                "-fil_w=3 --padding_h=1 --padding_w=1 -pv -rand 1 -x2 -RMS_threshold 1e-5").split()

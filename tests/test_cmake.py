@@ -113,3 +113,21 @@ def test_check_target_runs_lit(tmp_path):
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"Passed\s*:\s*[1-9]", p.stdout) and re.search(r"Expectedly Failed\s*:\s*1", p.stdout), p.stdout
+
+
+def test_check_target_runs_no_lit_script(tmp_path):
+    """check-e2e starts lit in the configured Python (scripts/lit), never through a `lit`
+    script: a `pip install --target .pydeps lit` script names the Python of the machine
+    that installed it (exit 127 on the GPU machine). With no lit script on PATH at all,
+    the target still runs."""
+    build = tmp_path / "build"
+    rc, out = configure(build, "-DE2E_LIT_ARGS=-sv --filter selftest", f"-DE2E_PYTHON={sys.executable}")
+    assert rc == 0, out
+    env = {k: v for k, v in os.environ.items() if k != "PATH"}
+    env["PATH"] = os.pathsep.join(p for p in ("/usr/bin", "/bin", os.path.dirname(CMAKE)) if p)
+    env.setdefault("TRITON_INTERPRET", "1")
+    assert shutil.which("lit", path=env["PATH"]) is None or "pyenv" not in shutil.which("lit", path=env["PATH"])
+    p = subprocess.run([CMAKE, "--build", str(build), "--target", "check-e2e"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"Expectedly Failed\s*:\s*1", p.stdout), p.stdout

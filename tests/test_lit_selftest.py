@@ -219,13 +219,55 @@ def test_exec_root_keeps_concurrent_runs_apart(tmp_path):
         "import sys\nconfig.substitutions.append(('%python', sys.executable))\n")
     env = lit_env()
     lit = [sys.executable, LIT] if LIT.startswith(str(REPO / ".pydeps")) else [LIT]
-    procs = [subprocess.Popen([*lit, "-q", "--param", f"random_seed={s}",
+    procs = [subprocess.Popen([*lit, "-v", "--param", f"random_seed={s}",
                                "--param", f"exec_root={tmp_path / f'x{s}'}", str(suite)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
              for s in (1, 2)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(outs)
     for s in (1, 2):
         seed_files = list((tmp_path / f"x{s}").rglob("seed"))
         assert [f.read_text().strip() for f in seed_files] == [f"-rand {s}"], seed_files
     assert not (suite / "Output").exists()
+
+
+def _scripts_lit(*args, timeout=300):
+    env = dict(os.environ)
+    env.setdefault("TRITON_INTERPRET", "1")
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "lit"), "--no-progress-bar",
+                        *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+    return p.returncode, p.stdout + p.stderr
+
+
+SMALL_RUN = ("// RUN: %convgen --operation conv2d -t f16 -batchsize=1 -in_channels=3 -out_channels=5 "
+             "-in_h=5 -in_w=5 -fil_h=3 -fil_w=3 %pv %random_data %xdlops {extra}| FileCheck %s\n")
+
+
+def test_a_test_kept_outside_e2e_runs_with_the_suites_configuration(tmp_path):
+    """lit finds no configuration above a file outside e2e/; scripts/lit gives it ours."""
+    mine = tmp_path / "my_tests"   # lit does not quote %s: no spaces
+    (mine / "sub").mkdir(parents=True)
+    (mine / "good.mlir").write_text(SMALL_RUN.format(extra="") + "// CHECK: [1 1 1]\n")
+    (mine / "sub" / "bad.mlir").write_text(SMALL_RUN.format(extra="") + "// CHECK: [0 0 0]\n")
+    rc, out = _scripts_lit("-v", mine / "good.mlir")
+    assert rc == 0 and "PASS: conv-e2e :: good.mlir" in out, out
+    rc, out = _scripts_lit("-v", mine)
+    assert rc == 1 and "PASS: conv-e2e :: good.mlir" in out and "FAIL: conv-e2e :: sub/bad.mlir" in out
+    assert not any(p.name == "Output" for p in mine.rglob("*")), "Output/ written beside the tests"
+
+
+def test_a_failing_test_shows_why_under_lit(tmp_path):
+    """FileCheck says only "couldn't match": the reasons, histograms and the reproduce line
+    reach lit through stderr."""
+    suite = make_suite(tmp_path / "s", {
+        "fails.mlir": SMALL_RUN.replace("-t f16", "-t f32").replace("-in_channels=3", "-in_channels=16")
+        .format(extra="-RMS_threshold 0 ") + "// CHECK: [1 1 1]\n"})
+    rc, out = _scripts_lit("-v", suite)
+    assert rc == 1, out
+    assert "RMS bit 0" in out and "epsilonDiff histogram" in out and "worst elements" in out, out
+    assert "reproduce with: convgen --operation conv2d" in out, out
+
+
+def test_scripts_lit_runs_the_source_tree_selftests():
+    rc, out = _scripts_lit("-sv", REPO / "e2e" / "selftest")
+    assert rc == 0 and re.search(r"Expectedly Failed\s*:\s*1", out), out

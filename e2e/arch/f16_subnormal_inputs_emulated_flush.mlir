@@ -1,4 +1,4 @@
-// MI100/MI200 matrix instructions flush fp16 subnormal inputs to zero; other GPUs keep
+// MI200 (gfx90a) matrix instructions flush fp16 subnormal inputs to zero; other GPUs keep
 // them. -flush_subnormals makes any device (and the interpreter) do what MI200 does, so
 // this runs everywhere: with the reference flushed too, every bit passes; with only the
 // kernel flushed, every bit fails (the suite can tell the two behaviours apart).

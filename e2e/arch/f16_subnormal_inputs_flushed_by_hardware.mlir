@@ -1,4 +1,4 @@
-// On MI100/MI200 (feature subnormal-flush) the matrix instructions flush fp16 subnormal
+// On MI200 (gfx90a, feature subnormal-flush) the matrix instructions flush fp16 subnormal
 // inputs: the kernel, with no emulation asked for, matches a reference whose inputs
 // are flushed (-ref_flush_subnormals), as the fp16 study found.
 // REQUIRES: subnormal-flush

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from convgen import dtypes, tolerance
 from convgen.directions import BWD_DATA, BWD_WEIGHT, FWD
 from convgen.errors import ConvgenError
+from convgen.options import FIXED_PATTERN
 
 PROGRAM = "convgen"
 
@@ -302,8 +303,9 @@ def _compat_rows(flags) -> list:
 _COMMON = (
     ("Data", [
         ("rand", "rand", _rand,
-         "input data: fixed (a repeating pattern 0.5, -1, 0.75, 2, -0.25), none (all ones), "
-         "or a random seed N (0: a seed from the time, printed in the reproduce line)", "1"),
+         "input data: fixed (the repeating pattern " + ", ".join(f"{x:g}" for x in FIXED_PATTERN)
+         + "), none (all ones), or a random seed N (0: a seed from the time, printed in the "
+         "reproduce line)", "1"),
         ("rand_min", "rand_min", _float, "smallest random value (with -rand_both_signs: "
          "smallest magnitude)", "-1 (integer types: -5)"),
         ("rand_max", "rand_max", _float, "largest random value (or magnitude)",
@@ -313,7 +315,7 @@ _COMMON = (
         ("rand_side", "rand_side", _words("both", "input", "filter", "output"),
          "the one tensor that gets random data; the other input is all ones", "both"),
         ("rand_both_signs", "rand_both_signs", _switch(),
-         "draw magnitudes from [-rand_min, -rand_max] and give each a random sign "
+         "draw each magnitude between -rand_min and -rand_max, then give it a random sign "
          "(-rand_min 1 -rand_max 3: the fp16 study's range away from zero)", "off"),
     ]),
     ("Kernel", [
@@ -695,6 +697,37 @@ def _flag_help(table: Table, width: int = 100) -> str:
             lines.append(first + " " + body[0])
             lines += [" " * 29 + b for b in body[1:]]
     return "\n".join(lines) + "\n"
+
+
+def flags_markdown() -> str:
+    """docs/flags.md: every flag of every dialect, its meaning and default (scripts/gen-docs)."""
+    def table(t: Table) -> list[str]:
+        lines, section = [], None
+        for f in t.flags:
+            if f.section != section:
+                section = f.section
+                lines += ["", f"**{section}**", "", "| flag | meaning | default |",
+                          "| --- | --- | --- |"]
+            names = ", ".join(f"`-{n}`" for n in f.names)
+            text = f.help.replace("|", "\\|")
+            lines.append(f"| {names} | {text} | {f.default.replace('|', chr(92) + '|')} |")
+        return lines
+    out = ["# convgen flags", "",
+           "Generated from the flag tables of `tools/convgen/cli.py` by `scripts/gen-docs`; "
+           "`convgen --help`, `convgen conv --help` and `convgen compare --help` print the same.",
+           "Flags take one or two dashes and `-flag=value` or `-flag value`; the last of a "
+           "repeated flag wins; a boolean flag alone means true and also takes `=0/1`, "
+           "`=on/off`, `=true/false`.", "",
+           "## rocmlir-gen / miopen-gen lines (the default)"]
+    out += table(ROCMLIR_FLAGS)
+    out += ["", "## MIOpenDriver lines: `convgen conv|convfp16|convbfp16|convint8 ...`",
+            "", "convgen's own data, kernel, reference, threshold and report flags (above) work "
+            "here too."]
+    out += table(Table(tuple(f for f in MIOPEN_FLAGS.flags if f.section not in
+                             {t for t, _ in _COMMON}), {}))
+    out += ["", "## `convgen compare --kern KERN.npy --ref REF.npy -t TYPE`"]
+    out += table(COMPARE_FLAGS)
+    return "\n".join(out) + "\n"
 
 
 def usage(table: Table = ROCMLIR_FLAGS) -> str:

@@ -20,7 +20,7 @@ one sample (about 80 MiB for the largest suite problem: 256 channels in and
 out, 56x56, 3x3). bwd_weight sums its per-chunk partial gradients in chunk
 order, so the result is deterministic for a given chunk size.
 
-Emulation options (from the fp16 study, seeds/fp16-experiment-summary.md):
+Emulation options (from the fp16 study, docs/background.md):
   accumulate=N       the reduction, in the order above, is cut into blocks of N
                      consecutive terms; each block is summed in float64 and
                      rounded to fp32, and the blocks are added one after another

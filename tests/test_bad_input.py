@@ -1,0 +1,176 @@
+"""Bad input and first use, tried as a new user would: every case gets one
+`convgen: error:` line and exit 2 (nothing written), or a correct result; never a
+traceback, a hang or a silent wrong pass. Each row is a case once seen to go wrong."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from convgen import backend, cli, driver
+
+REPO = Path(__file__).resolve().parents[1]
+TOOLS = str(REPO / "tools")
+SMALL = ("--operation conv2d -t f16 -batchsize 1 -in_channels 4 -out_channels 3 -in_h 5 "
+         "-in_w 5 -fil_h 3 -fil_w 3 -x2 -pv -rand 3").split()
+
+
+def run(capsys, argv):
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_error(capsys, argv) -> str:
+    rc, out, err = run(capsys, argv)
+    lines = err.splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("convgen: error: "), (rc, out, err)
+    assert "Traceback" not in out + err and "[" not in out
+    return lines[0]
+
+
+# ---- refused before any work, one line naming what to change --------------------------
+
+@pytest.mark.parametrize("extra,words", [
+    # a rocMLIR perf string read in convgen's field order was num_warps=64, num_stages=128
+    (["-perf_config", "256,128,8,64,128,1,1,1"], "-perf_config 256,128,8,64,128,1,1,1: num_warps=64"),
+    (["-perf_config", "v2:256,128,8,64,128,1,1,1"], "rocMLIR perf_config strings"),
+    (["-perf_config", "block_m=1048576"], "-perf_config: block_m=1048576 must be a power of two"),
+    (["-perf_config", "num_stages=100"], "num_stages=100 must be from 1 to 8"),
+    (["-perf_config", "block_k=three"], "block_k='three' is not an integer"),
+    (["-rand", "1e20"], "invalid value '1e20' for -rand"),
+    (["-rand", "99999999999999999999"], "a seed from 0 to 4294967295"),
+    (["-rand_type", "int", "-rand_min", "-1e20", "-rand_max", "1e20", "-t", "f32"],
+     "-rand_min/-rand_max: integer draws need a range within +-2^53"),
+    (["-rand_min", "-1e6", "-rand_max", "1e6"], "does not fit in f16 (largest finite value 65504)"),
+    (["-pv_with_gpu", "-ref_accumulate", "4"], "-ref_accumulate with -pv_with_gpu"),
+    (["--json", ""], "--json: needs a path"),
+    (["--dump", ""], "--dump: needs a path"),
+    (["-rand_side", "output"], "-rand_side: output is not an input of fwd"),
+])
+def test_refused_with_one_line(capsys, extra, words):
+    assert words in one_error(capsys, SMALL + extra)
+
+
+def test_output_paths_are_checked_before_the_run(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(driver, "_check_memory", lambda *a: pytest.fail("the run started"))
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    cases = [(["--json", tmp_path / "missing" / "r.json"], "--json: ", "does not exist"),
+             (["--json", tmp_path / "adir"], "--json: ", "is a folder, not a file"),
+             (["--json", tmp_path / "afile" / "r.json"], "--json: ", "does not exist"),
+             (["--dump", tmp_path / "afile"], "--dump: ", "exists and is not a folder"),
+             (["--dump", tmp_path / "missing" / "d"], "--dump: ", "does not exist")]
+    for extra, flag, words in cases:
+        msg = one_error(capsys, SMALL + extra)
+        assert flag in msg and words in msg, msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+
+
+def test_a_problem_that_does_not_fit_in_memory_is_refused(capsys, monkeypatch):
+    """1x1x46000x46000 once tried to allocate 16.9 GB on a 24 GiB machine."""
+    monkeypatch.setattr(backend, "host_memory_bytes", lambda: 4 * 2 ** 30)
+    monkeypatch.setattr(backend.Backend, "memory_bytes", lambda self: 4 * 2 ** 30)
+    msg = one_error(capsys, "-batchsize 1 -in_channels 1 -out_channels 1 -in_h 46000 -in_w 46000 "
+                            "-fil_h 1 -fil_w 1 -pv".split())
+    assert "needs about" in msg and "GiB" in msg and "4.00 GiB free" in msg and "inputs" in msg
+
+
+def test_tritons_resource_failures_become_one_line(capsys, monkeypatch):
+    from triton.runtime.errors import OutOfResources
+    import convgen.kernels.launch as launch
+
+    def too_big(*a, **kw):
+        raise OutOfResources(262144, 232448, "shared memory")
+    monkeypatch.setattr(launch, "run_conv", too_big)
+    msg = one_error(capsys, SMALL + ["-perf_config", "num_stages=8"])
+    assert msg.startswith("convgen: error: -perf_config: kernel config block_m=")
+    assert "262144 bytes of shared memory, the hardware limit is 232448" in msg
+
+
+# ---- correct results where there used to be a wrong one -------------------------------
+
+def test_an_overflowing_reference_fails_and_says_why(capsys):
+    """Both sides +inf once passed [1 1 1] with 'the reference is all zeros'."""
+    rc, out, err = run(capsys, SMALL + ["-rand_min", "200", "-rand_max", "255"])
+    assert rc == 0 and out.splitlines()[-1] == "[0 0 0]"
+    assert "infinities in the reference" in out and "overflows f16" in out
+    assert "all zeros" not in out
+
+
+def test_rms_threshold_zero_on_a_correct_kernel_blames_the_threshold(capsys):
+    """A correct f32 kernel with -RMS_threshold 0 was called 'a widespread error, likely a bug'."""
+    rc, out, err = run(capsys, SMALL + ["-t", "f32", "-RMS_threshold", "0", "-in_channels", "16"])
+    assert rc == 0 and out.splitlines()[-1].startswith("[0 ")
+    assert "within what rounding explains" in out and "likely a bug" not in out
+
+
+def test_json_and_dump_are_written_whole(capsys, tmp_path):
+    js, dump = tmp_path / "r.json", tmp_path / "d"
+    rc, out, _ = run(capsys, SMALL + ["--json", js, "--dump", dump])
+    assert rc == 0 and out.splitlines()[-1] == "[1 1 1]"
+    assert json.loads(js.read_text())["bits"] == [1, 1, 1]
+    assert sorted(p.name for p in dump.iterdir()) == ["filter.npy", "input.npy", "kernel.npy",
+                                                      "reference.npy"]
+    assert np.load(dump / "kernel.npy").shape == (1, 1, 3, 3, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "r.json"]   # no .tmp left
+
+
+def test_large_problems_in_the_interpreter_say_so_first(capsys, monkeypatch):
+    """-p once ran for minutes in the interpreter without a word."""
+    import convgen.inputs as inputs
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a, **kw):
+        raise Stop
+    monkeypatch.setattr(backend, "current", lambda: backend.INTERPRETER)
+    monkeypatch.setattr(inputs, "make_inputs", stop)
+    with pytest.raises(Stop):
+        cli.main(["-p", "-pv"])
+    out = capsys.readouterr().out
+    assert "large for Triton's interpreter" in out and "minutes" in out
+
+
+def test_help_gives_each_flag_its_meaning_and_default(capsys):
+    for argv, flags in ((["--help"], ("-batchsize", "-rand_min", "-perf_config", "-RMS_threshold")),
+                        (["conv", "--help"], ("-n, -batchsize", "-F, -forw", "-rand")),
+                        (["compare", "--help"], ("-kern", "-ref", "-RMS_threshold"))):
+        rc, out, _ = run(capsys, argv)
+        assert rc == 0
+        for flag in flags:
+            line = next(ln for ln in out.splitlines() if ln.strip().startswith(flag))
+            assert len(line.split()) > 2, line     # a meaning, not only the name
+        assert "[default: " in out
+
+
+# ---- in a real process ------------------------------------------------------------------
+
+def _convgen(argv, **kw):
+    env = dict(os.environ, PYTHONPATH=TOOLS)
+    return subprocess.Popen([sys.executable, "-m", "convgen", *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_output_piped_into_head_ends_quietly():
+    """`convgen ... | head -1` once ended in a BrokenPipeError traceback."""
+    p = _convgen(SMALL + ["-print-verify-results", "always"])
+    first = p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    rc = p.wait(timeout=120)
+    assert first.startswith("# convgen: ")
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert rc in (0, 141)
+
+
+def test_help_and_errors_do_not_import_torch():
+    code = ("import sys; from convgen import cli; cli.main(['--help']); cli.main(['-bogus']); "
+            "cli.main(['compare', '--help']); print('torch' in sys.modules, 'triton' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=TOOLS),
+                       capture_output=True, text=True, timeout=60)
+    assert p.stdout.splitlines()[-1] == "False False", p.stdout[-300:] + p.stderr
