@@ -33,11 +33,11 @@ def torch_op(p, t):
     """The same convolution through torch (cuDNN); reshapes of the logical views stay views,
     so torch sees the channels-last memory as is."""
     kw = dict(stride=p.stride_h, padding=p.pad_h_l, groups=p.g)
-    if p.direction == "fwd":
+    if p.direction.name == "fwd":
         x = t["input"].reshape(p.n, p.g * p.c, p.hi, p.wi)
         w = t["filter"].reshape(p.g * p.k, p.c, p.y, p.x)
         return lambda: F.conv2d(x, w, **kw)
-    if p.direction == "bwd_data":
+    if p.direction.name == "bwd_data":
         dy = t["output"].reshape(p.n, p.g * p.k, p.ho, p.wo)
         w = t["filter"].reshape(p.g * p.k, p.c, p.y, p.x)
         return lambda: torch.nn.grad.conv2d_input((p.n, p.g * p.c, p.hi, p.wi), w, dy, **kw)

@@ -1,5 +1,6 @@
 """Flag spellings -> RunConfig, and one-line errors for bad input (convgen/cli.py)."""
 import os
+import re
 import subprocess
 import sys
 
@@ -426,3 +427,28 @@ def test_random_range_must_fit_the_type(t, top):
     with pytest.raises(ConvgenError, match=f"does not fit in {t} .largest finite value {top}"):
         validate(DataSpec(lo=-1000.0, hi=70000.0), p)
     validate(DataSpec(lo=-3.0, hi=3.0), p)
+
+
+def test_only_the_cli_spells_flags():
+    """Every string a module outside cli.py builds (docstrings and comments aside) is free of
+    convgen's flag spellings: messages name options by field, the CLI adds the flag."""
+    import ast
+    from pathlib import Path
+    names = set()
+    for table in (cli.ROCMLIR_FLAGS, cli.MIOPEN_FLAGS, cli.COMPARE_FLAGS):
+        names |= {n for f in table.flags for n in f.names if len(n) > 1 and n.isidentifier()}
+    flag = re.compile(r"(?:^|[\s(/'\"])--?(%s)\b" % "|".join(sorted(names, key=len, reverse=True)))
+    offenders = []
+    for path in sorted(Path(TOOLS, "convgen").rglob("*.py")):
+        if path.name in ("cli.py", "run_lit.py", "isa.py"):   # lit's and isa's own command lines
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                m = flag.search(node.value)
+                if m:
+                    offenders.append(f"{path.name}:{node.lineno}: {node.value.strip()[:60]}")
+    assert not offenders, offenders

@@ -8,19 +8,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from test_lit_selftest import LIT, REPO
+
 CMAKE = shutil.which("cmake")
-
-
-def _tool(name):
-    found = shutil.which(name)
-    if found:
-        return found
-    local = REPO / ".pydeps" / "bin" / name
-    return str(local) if local.exists() else None
-
-
-LIT = _tool("lit")
 pytestmark = pytest.mark.skipif(CMAKE is None, reason="cmake is not installed")
 
 

@@ -32,7 +32,8 @@ def _tensors(cfg: CompareConfig):
     out = cfg.dtype.out_type
     kern, ref = _load(cfg.kern_path, "kern"), _load(cfg.ref_path, "ref")
     if kern.shape != ref.shape:
-        raise ConvgenError(f"shapes differ: --kern {kern.shape} vs --ref {ref.shape}")
+        raise ConvgenError(f"shapes differ: the kernel array is {kern.shape}, the reference "
+                           f"{ref.shape}")
     if kern.size == 0:
         raise ConvgenError(f"the arrays hold no elements (shape {kern.shape}): nothing to compare")
     ref64 = torch.from_numpy(np.array(ref, dtype=np.float64, ndmin=0))

@@ -39,7 +39,7 @@ class Direction:
     splits_reduction: bool       # the kernel may split R over programs (split-K)
     kernel: str                  # "module:function" building the launch (kernels/launch.py)
     cpu_reference: str           # "module:object" with per_sample() and compute()
-    gpu_reference: str           # "module:kernel" of the FMA reference (-pv_with_gpu)
+    gpu_reference: str           # "module:kernel" of the GPU (FMA) reference
 
     def load(self, which: str):
         """The object a "module:attribute" field names (kernel, cpu_reference, gpu_reference)."""

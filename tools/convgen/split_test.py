@@ -239,7 +239,7 @@ def run(input_path: str, dest: str, type_filter: str | None, *, force: bool = Fa
         stem, suffix = os.path.splitext(os.path.basename(input_path))
         outputs = [(f"{stem}_{index}{suffix or '.mlir'}", body) for index, body in pieces]
         if not outputs:
-            print(f"split-test: {input_path}: no RUN line with -t {type_filter}; nothing written",
+            print(f"split-test: {input_path}: no RUN line of type {type_filter}; nothing written",
                   file=sys.stderr)
             return 0
         existing = [name for name, _ in outputs if os.path.exists(os.path.join(dest, name))]

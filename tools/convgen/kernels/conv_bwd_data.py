@@ -97,11 +97,8 @@ def conv_bwd_data_kernel(
 
 
 def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
-    full = {**tensors, p.writes: out}
     m, n, _ = p.gemm
-    runtime = {"x_ptr": full["input"], "w_ptr": full["filter"], "y_ptr": full["output"],
-               **launch.sizes(p, "N", "C", "K", "HI", "WI", "HO", "WO", "PH", "PW"),
-               **launch.strides(full)}
+    runtime = launch.tensor_args(p, tensors, out)
     constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"),
                   "YSTEP": p.stride_h // math.gcd(p.stride_h, p.dil_h),
                   "XSTEP": p.stride_w // math.gcd(p.stride_w, p.dil_w), **meta}

@@ -120,16 +120,13 @@ def workspace_elements(p, cfg) -> int:
 
 
 def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
-    full = {**tensors, p.writes: out}
     m, n, _ = p.gemm
     split, r_chunk = parts(p, cfg)
     ws = None
     if split > 1:
         ws = torch.empty((workspace_elements(p, cfg),), dtype=torch.float32, device=out.device)
-    runtime = {"x_ptr": full["input"], "w_ptr": full["filter"], "y_ptr": full["output"],
-               "ws_ptr": out if ws is None else ws,
-               **launch.sizes(p, "N", "C", "K", "HI", "WI", "HO", "WO", "PH", "PW"),
-               "R_CHUNK": r_chunk, **launch.strides(full)}
+    runtime = {**launch.tensor_args(p, tensors, out), "ws_ptr": out if ws is None else ws,
+               "R_CHUNK": r_chunk}
     constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split}
     # one program column per group and reduction part
     grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), p.g * split)

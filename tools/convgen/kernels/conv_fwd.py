@@ -67,11 +67,8 @@ def conv_fwd_kernel(
 
 
 def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
-    full = {**tensors, p.writes: out}
     m, n, _ = p.gemm
-    runtime = {"x_ptr": full["input"], "w_ptr": full["filter"], "y_ptr": full["output"],
-               **launch.sizes(p, "N", "C", "K", "HI", "WI", "HO", "WO", "PH", "PW"),
-               **launch.strides(full)}
+    runtime = launch.tensor_args(p, tensors, out)
     constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta}
     grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), p.g)
     return launch.LaunchSpec(conv_fwd_kernel, grid, runtime, constexprs)

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 # imported for its side effect: TRITON_DEFAULT_FP_FUSION set before any compile (acc += a*b is one FMA)
-from convgen import backend  # noqa: F401
+from convgen import backend  # noqa: F401  (sets TRITON_DEFAULT_FP_FUSION)
 from convgen.problem import LOGICAL, ConvProblem
 
 GPU_BLOCK = 256

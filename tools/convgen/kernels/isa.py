@@ -114,7 +114,7 @@ def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts
 
 
 def compile_reference(direction: str, target: str):
-    """The GPU reference kernel (-pv_with_gpu) for a small problem."""
+    """The GPU reference kernel (the FMA one) for a small problem."""
     import torch
     from convgen.kernels.gpu_reference import launch_spec
     p = _problem(direction, "f16", stride=(2, 2))

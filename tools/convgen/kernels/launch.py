@@ -36,6 +36,14 @@ def sizes(p: ConvProblem, *names: str) -> dict:
     return {name: getattr(p, _SIZES[name]) for name in names}
 
 
+def tensor_args(p: ConvProblem, tensors: dict, out) -> dict:
+    """x_ptr, w_ptr, y_ptr (input, filter, output, whichever is written), the sizes per
+    group and every stride: the runtime arguments all three conv kernels start with."""
+    full = {**tensors, p.writes: out}
+    return {"x_ptr": full["input"], "w_ptr": full["filter"], "y_ptr": full["output"],
+            **sizes(p, *_SIZES), **strides(full)}
+
+
 def geometry(p: ConvProblem, *names: str) -> dict:
     return {name: getattr(p, _GEOMETRY[name]) for name in names}
 
