@@ -155,6 +155,8 @@ prepend_pythonpath(os.path.join(SRC_ROOT, "tools"))
 PYDEPS = os.path.join(SRC_ROOT, ".pydeps")   # `pip install --target .pydeps lit filecheck`
 
 # --- Python, convgen --------------------------------------------------------
+# The installed `convgen` (its Python also runs the device probe), else scripts/convgen in
+# the chosen Python: that needs no PYTHONPATH, which lit's cat/diff builtins overwrite.
 python = setting("python") or sys.executable
 convgen = setting("convgen")
 if not convgen:
@@ -162,7 +164,8 @@ if not convgen:
     if installed:
         convgen = shlex.quote(installed)
     else:
-        convgen = "%s -m convgen" % shlex.quote(python)
+        convgen = "%s %s" % (shlex.quote(python),
+                             shlex.quote(os.path.join(SRC_ROOT, "scripts", "convgen")))
     if installed and not setting("python"):
         # The probe below should see the Python that runs convgen.
         try:
@@ -176,11 +179,10 @@ if not convgen:
             pass
 
 # --- FileCheck --------------------------------------------------------------
-# An explicit one, else one on PATH (LLVM's, or pip's `filecheck`), else the filecheck
-# module of the Python running lit (or of .pydeps/) run as `python -m filecheck`: a
-# `pip install --target .pydeps` script carries the shebang of the machine that
-# installed it, so the module is safer than the script.
-filecheck_cmd = ""
+# An explicit one, else one on PATH (LLVM's, or pip's `filecheck`), else scripts/filecheck
+# in this Python, which finds the filecheck package here or in .pydeps/. Not `python -m
+# filecheck` with .pydeps on PYTHONPATH: lit 23.1.5's out-of-process builtins (cat, diff)
+# overwrite a test's PYTHONPATH for every command after them.
 filecheck = setting("filecheck") or shutil.which("filecheck", path=env_path) \
     or shutil.which("FileCheck", path=env_path)
 if filecheck:
@@ -189,19 +191,15 @@ if filecheck:
     filecheck_cmd = shlex.quote(filecheck)
 else:
     import importlib.util
-    spec = importlib.util.find_spec("filecheck")
-    in_pydeps = os.path.isdir(os.path.join(PYDEPS, "filecheck"))
-    if spec is not None or in_pydeps:
-        filecheck_cmd = "%s -m filecheck" % shlex.quote(sys.executable)
-        origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else ""
-        if spec is None or origin.startswith(os.path.realpath(PYDEPS) + os.sep):
-            prepend_pythonpath(PYDEPS, append=True)
-    else:
+    if importlib.util.find_spec("filecheck") is None and \
+            not os.path.isdir(os.path.join(PYDEPS, "filecheck")):
         lit_config.fatal(
             "FileCheck not found (looked for 'filecheck' and 'FileCheck' on PATH, the filecheck "
             "module of %s, and %s). Install it with `python3 -m pip install filecheck`, or pass "
             "--param filecheck=/path/to/FileCheck (CMake: -DFILECHECK_EXECUTABLE=...)."
             % (sys.executable, PYDEPS))
+    filecheck_cmd = "%s %s" % (shlex.quote(sys.executable),
+                               shlex.quote(os.path.join(SRC_ROOT, "scripts", "filecheck")))
 
 # --- device -----------------------------------------------------------------
 def probe_device():
