@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set-up for conv-e2e: install everything the tests need into one Python, at the versions
-# in constraints.txt. Idempotent: run it again at any time; what is there already is kept.
+# in constraints.txt. Idempotent: run it again at any time. torch and triton are kept when
+# present (a ROCm or CUDA build); the other packages are brought to the pinned versions.
 #
 #   scripts/setup.sh && scripts/lit e2e/
 #

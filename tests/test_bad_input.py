@@ -174,3 +174,55 @@ def test_help_and_errors_do_not_import_torch():
     p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=TOOLS),
                        capture_output=True, text=True, timeout=60)
     assert p.stdout.splitlines()[-1] == "False False", p.stdout[-300:] + p.stderr
+
+
+def test_a_write_that_fails_after_the_run_is_one_line(capsys, tmp_path, monkeypatch):
+    from convgen import report
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(report, "write_json", full)
+    msg = one_error(capsys, SMALL + ["--json", tmp_path / "r.json"])
+    assert "--json: cannot write" in msg and "No space left on device" in msg
+
+
+def test_written_files_get_the_usual_permissions(capsys, tmp_path):
+    """mkstemp makes 0600 files; --json and --dump files get what open() would give."""
+    mask = os.umask(0o022)
+    try:
+        rc, _, _ = run(capsys, SMALL + ["--json", tmp_path / "r.json", "--dump", tmp_path / "d"])
+    finally:
+        os.umask(mask)
+    assert rc == 0
+    for f in [tmp_path / "r.json", *(tmp_path / "d").iterdir()]:
+        assert f.stat().st_mode & 0o777 == 0o644, f
+
+
+def test_a_dump_file_that_cannot_be_written_is_named(capsys, tmp_path):
+    (tmp_path / "d" / "input.npy").mkdir(parents=True)   # a folder where a file must go
+    msg = one_error(capsys, SMALL + ["--dump", tmp_path / "d"])
+    assert "--dump: cannot write" in msg and "input.npy" in msg
+
+
+def test_json_without_a_reference_is_refused_and_dump_still_saves_the_output(capsys, tmp_path):
+    argv = [a for a in SMALL if a != "-pv"]
+    assert "--json needs a reference" in one_error(capsys, argv + ["--json", tmp_path / "r.json"])
+    rc, out, _ = run(capsys, argv + ["--dump", tmp_path / "d"])
+    assert rc == 0 and "no validation requested" in out
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["filter.npy", "input.npy",
+                                                                  "kernel.npy"]
+
+
+def test_a_compile_failure_gives_its_reason_and_blames_no_flag_unasked(capsys, monkeypatch):
+    import ast
+
+    from triton.compiler.errors import CompilationError
+
+    import convgen.kernels.launch as launch
+
+    def broken(*a, **kw):
+        raise CompilationError("x = 1\n", ast.parse("x = 1").body[0], "an example reason")
+    monkeypatch.setattr(launch, "run_conv", broken)
+    msg = one_error(capsys, SMALL)
+    assert "the default kernel config block_m=" in msg and "an example reason" in msg
+    assert "-perf_config" not in msg

@@ -148,3 +148,9 @@ def test_bad_json_path_is_refused_before_the_work(arrays, tmp_path, capsys, wher
                  "--json", target)
     assert msg.startswith("convgen: error: --json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "kern.npy", "ref.npy"]
+
+
+def test_flag_names_in_any_case_and_the_default_word(arrays, capsys):
+    rc, out, _ = _main(capsys, "--KERN", arrays["kern"], "--ref", arrays["ref"], "-t", "f16",
+                       "-rms_threshold", "default", "-pv-results", "off")
+    assert rc == 0 and out == ["[1 1 1]"]

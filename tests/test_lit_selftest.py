@@ -289,3 +289,20 @@ def test_filecheck_and_convgen_survive_lits_pythonpath_overwrite(tmp_path):
     rc, out = _scripts_lit("-v", suite, env=env)
     assert rc == 0, out
     assert "scripts/filecheck" in out and "scripts/convgen" in out, out
+
+
+def test_an_options_value_is_never_taken_for_a_test(tmp_path):
+    sys.path.insert(0, str(REPO / ".pydeps"))   # lit, if only there
+    from convgen.run_lit import _test_paths
+    t = tmp_path / "a.mlir"
+    t.write_text("")
+    assert _test_paths(["-v", "--path", str(tmp_path), str(t)]) == [str(t)]
+    assert _test_paths(["--param", "x=1", "--path=/usr", str(tmp_path)]) == [str(tmp_path)]
+
+
+def test_random_seed_settings_are_what_convgen_takes():
+    from convgen import cli
+    with pytest.raises(ValueError, match="random_seed='5000000000'"):
+        cli.lit_substitutions(random_seed="5000000000", validation="cpu", xdlops=True)
+    assert ("%random_data", "-rand 4294967295") in cli.lit_substitutions(
+        random_seed="4294967295", validation="cpu", xdlops=True)

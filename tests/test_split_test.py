@@ -272,3 +272,29 @@ def test_type_names_are_the_type_tables(tmp_path, capsys):
     assert main([str(src), str(tmp_path / "o"), "-t", "fp16"]) == 0
     assert os.listdir(tmp_path / "o") == ["t_0.mlir"]
     assert main([str(src), str(tmp_path / "p"), "-t", "i32"]) == 2   # an output-only type
+
+
+def test_force_restores_the_old_files_when_a_rename_fails(tmp_path, monkeypatch):
+    src = tmp_path / "t.mlir"
+    src.write_text("// RUN: a | FileCheck %s\n// CHECK: a\n// RUN: b | FileCheck %s\n// CHECK: b\n")
+    dest = tmp_path / "o"
+    dest.mkdir()
+    (dest / "t_0.mlir").write_text("old 0\n")
+    (dest / "t_1.mlir").write_text("old 1\n")
+    real_replace = os.replace
+    calls = []
+
+    def fourth_fails(a, b):   # backup 0, new 0, backup 1, then the new t_1 fails
+        calls.append(b)
+        if len(calls) == 4:
+            raise OSError(28, "No space left on device")
+        return real_replace(a, b)
+    monkeypatch.setattr(split_test.os, "replace", fourth_fails)
+    assert main([str(src), str(dest), "--force"]) == 2
+    monkeypatch.setattr(split_test.os, "replace", real_replace)
+    assert sorted(os.listdir(dest)) == ["t_0.mlir", "t_1.mlir"]
+    assert (dest / "t_0.mlir").read_text() == "old 0\n" and (dest / "t_1.mlir").read_text() == "old 1\n"
+
+
+def test_a_miopen_lines_t_is_its_timing_flag():
+    assert run_type("%convgen convfp16 -n 2 -t 1 -F 1 | FileCheck %s") == "f16"

@@ -238,9 +238,15 @@ class Flag:
 class Table:
     flags: tuple                     # Flag rows, in help order
     by_key: dict                     # normalised spelling -> Flag
+    fold_case: bool = False          # -RMS_threshold and -rms_threshold are one flag
 
     def get(self, name: str) -> Flag | None:
+        if self.fold_case:
+            return self._folded().get(_key(name).lower())
         return self.by_key.get(_key(name))
+
+    def _folded(self) -> dict:
+        return {k.lower(): f for k, f in self.by_key.items()}
 
     def spelling(self, dest: str) -> str | None:
         """How this table spells the flag that fills `dest` (its first name)."""
@@ -254,7 +260,7 @@ def _key(name: str) -> str:
     return name.replace("-", "_")
 
 
-def _table(*sections) -> Table:
+def _table(*sections, fold_case: bool = False) -> Table:
     """sections: (title, [(names, dest, converter, help, default), ...]) pairs."""
     flags, by_key = [], {}
     for title, rows in sections:
@@ -265,7 +271,7 @@ def _table(*sections) -> Table:
             for name in names:
                 assert _key(name) not in by_key, f"flag {name} defined twice"
                 by_key[_key(name)] = f
-    return Table(tuple(flags), by_key)
+    return Table(tuple(flags), by_key, fold_case)
 
 
 _IGNORE_VALUE, _IGNORE_BOOL = _str, _switch()
@@ -344,7 +350,8 @@ _COMMON = (
         ("ref_flush_subnormals", "ref_flush_subnormals", _switch(),
          "zero the reference's subnormal inputs first", "off"),
     ]),
-    ("Thresholds: a number >= 0, or auto (derived from the types and the accumulation length)", [
+    ("Thresholds: a number >= 0, auto (derived from the types and the accumulation length), "
+     "or default (what no flag gives)", [
         (("RMS_threshold", "RMS"), "rms", _threshold, "RMS bit threshold",
          "auto (integer outputs: exact)"),
         (("absDiff_threshold", "maxAbsDiff"), "abs", _threshold, "maxAbsDiff bit threshold",
@@ -354,7 +361,7 @@ _COMMON = (
          "auto (integer outputs: exact)"),
     ]),
     ("Report", [
-        (("print_verify_results", "p_verify"), "print_results",
+        (("print_verify_results", "p_verify", "pv_results"), "print_results",
          _words("always", "failure", "summary", "off"),
          "how much to print: the summary line, histograms and worst elements too (always), "
          "only on failure, or nothing but the bits; the reasons for a 0 bit go to stderr", "summary"),
@@ -472,6 +479,7 @@ COMPARE_FLAGS = _table(
          + ", ".join(dtypes.TYPES) + ")", "required"),
     ]),
     *[(title, rows) for title, rows in _COMMON if title.startswith(("Thresholds", "Report"))],
+    fold_case=True,
 )
 
 
@@ -591,6 +599,9 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
                     rand_type=v.get("rand_type"), side=v.get("rand_side", "both"),
                     both_signs=bool(v.get("rand_both_signs", False)))
     validate(data, problem)
+    validator = v.get("validator", "cpu" if miopen else None)
+    if v.get("json") is not None and validator is None:
+        raise ConvgenError("--json needs a reference to compare with (-pv or -pv_with_gpu)")
     if mode == "random" and seed == 0:
         argv = argv + ("-rand", str(data.seed))  # so the printed reproducer reruns this data
 
@@ -601,7 +612,7 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
                              perf_config=v.get("perf_config", ()),
                              input_precision=v.get("input_precision", "ieee"),
                              flush_subnormals=v.get("flush_subnormals", False)),
-        reference=ReferenceOptions(validator=v.get("validator", "cpu" if miopen else None),
+        reference=ReferenceOptions(validator=validator,
                                    accumulate=v.get("ref_accumulate"),
                                    flush_subnormals=v.get("ref_flush_subnormals", False)),
         thresholds=tolerance.Thresholds(rms=v.get("rms"), abs=v.get("abs"), rel=v.get("rel")),
@@ -780,27 +791,30 @@ def layer_args(layer, batch: int) -> list[str]:
 
 
 def command_type(words: list[str]) -> str | None:
-    """The element type a convgen command line (as words) tests: its -t value, or its
-    MIOpenDriver command's; f32 when neither is given; None for an unknown -t value."""
+    """The element type a convgen command line (as words) tests: its MIOpenDriver command's
+    (whose -t is a timing flag), or its -t value; f32 when neither is given; None for an
+    unknown -t value."""
+    for w in words:
+        if w in MIOPEN_COMMANDS:
+            return MIOPEN_COMMANDS[w]
+        if w in ("|", "&&", "||", ";"):
+            break
     for i, w in enumerate(words):
         m = re.fullmatch(r"--?t(?:=(.*))?", w)
         if m:
             value = m.group(1) if m.group(1) is not None else (words[i + 1] if i + 1 < len(words) else "")
             t = dtypes.find(value)
             return t.name if t else None
-    for w in words:
-        if w in MIOPEN_COMMANDS:
-            return MIOPEN_COMMANDS[w]
-        if w in ("|", "&&", "||", ";"):
-            break
     return "f32"
 
 
 def lit_substitutions(*, random_seed: str, validation: str, xdlops: bool) -> list[tuple[str, str]]:
     """The flag text of the suite's lit substitutions; ValueError names a bad setting."""
     seed = random_seed.strip().lower()
-    if seed not in ("fixed", "none") and not re.fullmatch(r"\d+", seed):
-        raise ValueError(f"random_seed={random_seed!r}: expected N >= 0, 'fixed' or 'none'")
+    try:
+        _rand(seed)   # what -rand takes, so a setting lit accepts never fails every test
+    except ValueError as e:
+        raise ValueError(f"random_seed={random_seed!r}: {e}") from None
     if validation.strip().lower() not in ("cpu", "gpu"):
         raise ValueError(f"validation={validation!r}: expected cpu or gpu")
     return [

@@ -78,7 +78,9 @@ def footprint(config: RunConfig, cfg) -> dict:
     device = {"inputs": ins, "output": out}
     if p.direction.splits_reduction:
         device["workspace"] = 4 * workspace_elements(p, cfg)
-    host = {"input generation": 2 * 8 * max(p.elements(t) for t in p.reads)}
+    # float64 draw and its copy; both signs add a second draw and the mask
+    per_element = 25 if config.data.both_signs else 16
+    host = {"input generation": per_element * max(p.elements(t) for t in p.reads)}
     if config.reference.validator == "gpu":
         device["reference"] = out + 4 * p.elements(p.writes)   # fp32 result, then rounded
     elif config.reference.validator == "cpu":
@@ -123,8 +125,9 @@ def _triton_failure(e: BaseException) -> str | None:
         return (f"it needs {e.required} bytes of {e.name}, the hardware limit is {e.limit}; "
                 "smaller blocks or fewer stages fit")
     if isinstance(e, CompilationError):
-        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-        return f"Triton could not compile it: {first.strip()}"
+        # str(e) is "at L:C:", the source, then the reason; error_message is the reason
+        reason = getattr(e, "error_message", None) or str(e).strip().splitlines()[-1]
+        return f"Triton could not compile it: {' '.join(str(reason).split())}"
     if isinstance(e, RuntimeError) and str(e).startswith("Triton Error"):
         return str(e).splitlines()[0]
     return None
@@ -188,8 +191,10 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
         why = _triton_failure(e)
         if why is None:
             raise
-        raise ConvgenError(f"kernel config {cfg.describe()} does not run on {be.arch}: {why}",
-                           field="perf_config") from None
+        given = bool(config.kernel.perf_config)
+        raise ConvgenError(f"{'kernel' if given else 'the default kernel'} config "
+                           f"{cfg.describe()} does not run on {be.arch}: {why}",
+                           field="perf_config" if given else None) from None
     timer("kernel (first launch, compile included)", t0)
     outcome = Outcome(cfg, tensors, out, timer=timer)
     if config.reference.validator is None:
@@ -219,14 +224,27 @@ def run(config: RunConfig, program: str = "convgen") -> int:
     o = execute(config)
     if o.verdict is None:
         report.say("convgen: no validation requested; the kernel ran")
+        if config.report.dump_dir:   # the inputs and the output, with nothing to compare
+            try:
+                names = report.dump(config.report.dump_dir, {**o.tensors, "kernel": o.out})
+            except OSError as e:
+                raise ConvgenError(f"cannot write '{e.filename or config.report.dump_dir}': "
+                                   f"{e.strerror or e}", field="dump") from None
+            report.say("convgen: dumped " + ", ".join(names))
         report.say("convgen: time " + ", ".join(o.timer.parts))
         return 0
-    if config.report.json_path:
-        report.write_json(config.report.json_path, report.to_json(o.verdict))
-    if config.report.dump_dir:
-        names = report.dump(config.report.dump_dir,
-                            {**o.tensors, "kernel": o.out, "reference": o.ref})
-        report.say(f"convgen: dumped {', '.join(names)}")
+    for field, path, write in (
+            ("json", config.report.json_path,
+             lambda: report.write_json(config.report.json_path, report.to_json(o.verdict))),
+            ("dump", config.report.dump_dir,
+             lambda: report.say("convgen: dumped " + ", ".join(report.dump(
+                 config.report.dump_dir, {**o.tensors, "kernel": o.out, "reference": o.ref}))))):
+        if path:
+            try:
+                write()
+            except OSError as e:   # checked before the run; the disk can still fill up
+                raise ConvgenError(f"cannot write '{e.filename or path}': {e.strerror or e}",
+                                   field=field) from None
     report.say("convgen: time " + ", ".join(o.timer.parts))
     report.emit(o.verdict, config.report.print_results,
                 reproduce=report.reproducer(program, config.argv))

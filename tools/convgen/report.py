@@ -287,7 +287,8 @@ def check_paths(json_path: str | None, dump_dir: str | None) -> None:
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise ConvgenError(field=what, message=f"'{path}': the folder {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK):
+        # files go into the parent (json, a new dump folder); an existing dump folder is enough
+        if not (is_dir and os.path.isdir(path)) and not os.access(parent, os.W_OK | os.X_OK):
             raise ConvgenError(field=what, message=f"'{path}': the folder {parent} is not writable")
         if is_dir:
             if os.path.exists(path) and not os.path.isdir(path):
@@ -309,11 +310,23 @@ def write_atomic(path: str, write: Callable, suffix: str = "") -> None:
     os.close(fd)
     try:
         write(tmp)
+        # mkstemp makes the file 0600: give it what a plain open() would (or keep the mode of
+        # the file it replaces)
+        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):   # name the file the user asked for, not the temp file
+            raise OSError(e.errno, e.strerror, path) from e
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str, data: dict) -> None:

@@ -50,18 +50,18 @@ def _in_a_suite(path: str) -> bool:
         d = parent
 
 
-def _outside_paths(argv: list[str]) -> list[int]:
-    """Indices of arguments that are existing paths no lit configuration covers."""
-    out = []
-    for i, a in enumerate(argv):
-        if a.startswith("-") or (i > 0 and argv[i - 1] in ("--param", "-D", "--config-prefix",
-                                                              "-j", "--workers", "--filter",
-                                                              "--xunit-xml-output", "-o",
-                                                              "--output", "--timeout")):
-            continue
-        if os.path.exists(a) and not _in_a_suite(a):
-            out.append(i)
-    return out
+def _test_paths(argv: list[str]) -> list[str]:
+    """The test paths of a lit command line, as lit's own parser reads them (an option's
+    value, such as --path DIR, is never taken for a test)."""
+    import lit.cl_arguments
+    saved = sys.argv
+    sys.argv = ["lit", *argv]
+    try:
+        return list(lit.cl_arguments.parse_args().test_paths)
+    except SystemExit:        # --help, a bad option: lit itself will say so
+        return []
+    finally:
+        sys.argv = saved
 
 
 def _site_config(folder: str, source_root: str) -> None:
@@ -76,18 +76,20 @@ def _site_config(folder: str, source_root: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     lit_main = _import_lit()
-    outside = _outside_paths(argv)
+    outside = [t for t in _test_paths(argv) if os.path.exists(t) and not _in_a_suite(t)]
     tmp = None
     try:
         if outside:
             tmp = tempfile.mkdtemp(prefix="conv-e2e-lit-")
-            paths = [os.path.abspath(argv[i]) for i in outside]
+            paths = [os.path.abspath(t) for t in outside]
             dirs = [p if os.path.isdir(p) else os.path.dirname(p) for p in paths]
             root = os.path.commonpath(dirs)
             _site_config(tmp, root)
-            for i, p in zip(outside, paths):
+            for t in outside:   # the last occurrence is the positional one
+                del argv[len(argv) - 1 - argv[::-1].index(t)]
+            for p in paths:
                 rel = os.path.relpath(p, root)
-                argv[i] = tmp if rel == "." else os.path.join(tmp, rel)
+                argv.append(tmp if rel == "." else os.path.join(tmp, rel))
         sys.argv = ["lit", *argv]
         try:
             lit_main.main()

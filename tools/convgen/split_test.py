@@ -194,23 +194,36 @@ def split(text: str, type_filter: str | None = None, source: str = "input",
 
 
 def write_all(outputs: list[tuple[str, str]], dest: str) -> list[str]:
-    """Write {name: text} into dest atomically: a temp folder, then renames."""
+    """Write {name: text} into dest atomically: a temp folder, then renames. Files that
+    existed (--force) are moved aside first; if a rename fails part-way, the new files are
+    taken back and the old ones put back."""
     os.makedirs(dest, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".split-test-", dir=dest)
     try:
         for name, body in outputs:
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
                 f.write(body)
+        backup = os.path.join(tmp, ".old")
+        os.mkdir(backup)
         written: list[str] = []
+        moved: list[str] = []
         try:
             for name, _ in outputs:
                 final = os.path.join(dest, name)
+                if os.path.exists(final):
+                    os.replace(final, os.path.join(backup, name))
+                    moved.append(name)
                 os.replace(os.path.join(tmp, name), final)
                 written.append(final)
         except OSError:
             for path in written:   # a rename failed part-way: take back the ones done
                 try:
                     os.remove(path)
+                except OSError:
+                    pass
+            for name in moved:     # and put back what they replaced
+                try:
+                    os.replace(os.path.join(backup, name), os.path.join(dest, name))
                 except OSError:
                     pass
             raise

@@ -94,10 +94,13 @@ DEFAULT = Limit("default")
 
 
 def parse_limit(text: str) -> Limit:
-    """`auto` or a number >= 0 (inf allowed: the bit always passes); ValueError otherwise."""
+    """`auto`, `default` (what no flag gives) or a number >= 0 (inf allowed: the bit always
+    passes); ValueError otherwise."""
     word = str(text).strip().lower()
     if word == "auto":
         return AUTO
+    if word == "default":
+        return DEFAULT
     try:
         value = float(word)
     except ValueError:
