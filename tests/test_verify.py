@@ -24,11 +24,16 @@ def _msgs(v):
 
 
 def _same_rms(a, b):
-    """RMS from two passes: equal to 1e-12, or the same non-finite value ('inf')."""
+    """RMS (and the bias means) from two passes: equal to 1e-12, or the same non-finite
+    value ('inf'); the passes sum in different orders."""
+    if isinstance(a, dict):
+        for key in ("rms", "bias", "bias_magnitude"):
+            _same_rms(a[key], b[key])
+        return
     if isinstance(a, str) or isinstance(b, str):
         assert a == b
     else:
-        assert a == pytest.approx(b, rel=1e-12)
+        assert a == pytest.approx(b, rel=1e-12, abs=1e-15)
 
 
 def _run(ref, kern, dtype=F16, th=AUTO, **kw):
@@ -226,14 +231,15 @@ def test_strided_views_and_chunks_agree():
     assert base["worst"]["max_abs_diff"]["at"] == {"n": 0, "g": 0, "k": 0, "h": 0, "w": 0}
     for chunk in (7, 20, 97, 10 ** 6):
         j = _json(verify.verify(kern, ref, F16, AUTO, chunk=chunk))
-        _same_rms(j["rms"], base["rms"])
+        _same_rms(j, base)
         assert _without_rms(j) == _without_rms(base)
 
 
 def test_kernel_columns_match_the_cpu_pass():
     from convgen.kernels import verify_stats as vs
     decoded = vs._decode([0] * vs.N_PRED, 1)
-    assert set(vs.MAX_COLUMNS) | {"sum_sq"} | set(decoded) == set(verify._MAX_KEYS + verify._SUM_KEYS)
+    assert set(vs.MAX_COLUMNS) | set(vs.SUM_COLUMNS) | set(decoded) == \
+        set(verify._MAX_KEYS + verify._SUM_KEYS)
     assert set(vs.WORST_COLUMNS) == {col for col, _ in verify._WORST.values()}
 
 
@@ -269,8 +275,9 @@ def _random_case(dtype, seed, n=3000):
 def _without_rms(j):
     """The JSON without the RMS, which the two passes sum in different orders (equal to
     1e-12, compared apart), also where a finding quotes it."""
-    out = {k: v for k, v in j.items() if k != "rms"}
-    out["findings"] = [{**f, "value": None} if f["kind"] == "rms" else f for f in j["findings"]]
+    out = {k: v for k, v in j.items() if k not in ("rms", "bias", "bias_magnitude")}
+    out["findings"] = [{**f, "value": None} if f["kind"] in ("rms", "bias") else f
+                       for f in j["findings"]]
     return out
 
 
@@ -306,7 +313,7 @@ def test_device_pass_matches_cpu_pass(dtype, nonfinite, launches):
     cpu = _json(verify.verify(kern, ref, dtype, AUTO, acc, device_path=False))
     dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), dtype, AUTO, acc, device_path=True))
     assert launches == ["fallback" if nonfinite else "kernel"]
-    _same_rms(dev["rms"], cpu["rms"])
+    _same_rms(dev, cpu)
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -343,7 +350,7 @@ def test_device_pass_carries_maxima_across_blocks_and_programs(layout, launches,
     dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True))
     assert launches == ["kernel"]
     assert dev["worst"]["max_abs_diff"]["at"] == {"n": 0, "g": 0, "k": 1, "h": 2, "w": 3}
-    _same_rms(dev["rms"], cpu["rms"])
+    _same_rms(dev, cpu)
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -353,7 +360,7 @@ def test_device_pass_takes_a_reference_in_the_output_type(launches):
     dev = _json(verify.verify(kern.to(DEV), ref.to(torch.bfloat16).to(DEV), torch.bfloat16, AUTO,
                         device_path=True))
     assert launches == ["kernel"]
-    _same_rms(dev["rms"], cpu["rms"])
+    _same_rms(dev, cpu)
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -374,7 +381,7 @@ def test_device_pass_edge_cases(name, kern, ref, launches):
     cpu = _json(verify.verify(kern, ref, kern.dtype, AUTO, device_path=False))
     dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), kern.dtype, AUTO, device_path=True))
     assert launches == ["fallback" if name.startswith("float64 reference far") else "kernel"]
-    _same_rms(dev["rms"], cpu["rms"])
+    _same_rms(dev, cpu)
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -388,7 +395,7 @@ def test_device_pass_falls_back_on_a_large_tensor_with_a_nan(launches):
     dev = _json(verify.verify(kern.cuda(), ref.cuda(), F16, AUTO))
     assert launches == ["fallback"]
     assert dev["nan_count"] == 1
-    _same_rms(dev["rms"], cpu["rms"])
+    _same_rms(dev, cpu)
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -404,7 +411,7 @@ def test_device_pass_on_many_blocks(launches):
     cpu = _json(verify.verify(kern, ref, F16, AUTO, acc))
     dev = _json(verify.verify(kern.cuda(), ref.cuda(), F16, AUTO, acc))
     assert launches == ["kernel"]
-    _same_rms(dev["rms"], cpu["rms"])
+    _same_rms(dev, cpu)
     assert _without_rms(dev) == _without_rms(cpu)
 
 
@@ -486,3 +493,62 @@ def test_to_json_keys():
         assert key in j
     assert j["bits"] in ([0, 0, 0], [1, 1, 1], [1, 1, 0], [0, 1, 1], [1, 0, 1], [0, 0, 1],
                          [0, 1, 0], [1, 0, 0])
+
+
+# ---- the bias check ------------------------------------------------------------------
+
+def _rounded(exact: torch.Tensor, mode: str, dtype=F16) -> torch.Tensor:
+    """exact (float64) rounded to dtype to nearest, toward zero, or toward +inf."""
+    near = exact.to(dtype)
+    if mode == "nearest":
+        return near
+    back = near.to(torch.float64)
+    step = torch.nextafter(near, torch.full_like(near, float("inf"))) \
+        if mode == "up" else torch.nextafter(near, torch.zeros_like(near))
+    if mode == "up":
+        return torch.where(back < exact, step, near)
+    return torch.where(back.abs() > exact.abs(), step, near)     # toward zero
+
+
+def _bias_case(mode, seed=0, n=4096):
+    g = torch.Generator().manual_seed(seed)
+    exact = (torch.rand(n, generator=g, dtype=torch.float64) * 6 - 3)     # both signs
+    return verify.verify(_rounded(exact, mode), exact.to(F16).to(torch.float64), F16, AUTO)
+
+
+@pytest.mark.parametrize("mode,detail,sign", [("toward zero", "away from zero", -1),
+                                              ("up", "toward +inf", +1)])
+def test_a_rounding_bias_fails_the_rms_bit(mode, detail, sign):
+    r = _bias_case(mode)
+    assert r.bits[0] == 0 and r.bits[1:] == (1, 1)        # one ulp: abs and rel allow it
+    bias = [f for f in r.findings if f.kind == "bias"]
+    assert [f.detail for f in bias] == [detail] and sign * bias[0].value > 0.3
+    assert "RMS bit 0 (bias)" in report.messages(r)[0]
+    assert r.metrics["rms"] <= r.thresholds.rms           # the RMS alone would have passed
+
+
+def test_round_to_nearest_never_trips_the_bias_check():
+    """A correct kernel's errors: the reference rounds the exact value, the kernel rounds a
+    nearby fp32 sum (each within 2^-20 relative, both signs): 300 seeds, no 0 bit."""
+    for seed in range(300):
+        g = torch.Generator().manual_seed(seed)
+        exact = torch.rand(2048, generator=g, dtype=torch.float64) * 6 - 3
+        noise = (torch.rand(2048, generator=g, dtype=torch.float64) * 2 - 1) * 2.0 ** -20
+        r = verify.verify((exact * (1 + noise)).to(F16), exact.to(F16).to(torch.float64), F16, AUTO)
+        assert r.bits == (1, 1, 1), (seed, r.metrics["bias"], r.metrics["bias_magnitude"])
+
+
+def test_bias_limit_follows_hoeffding():
+    from convgen.tolerance import BIAS_P, bias_limit
+    for n in (64, 2048, 10 ** 6):
+        t = bias_limit(n)
+        assert 2 * 2 * math.exp(-n * t * t / 2) == pytest.approx(BIAS_P, rel=1e-9)
+    assert bias_limit(2048) == pytest.approx(0.147, abs=1e-3) and bias_limit(0) == math.inf
+
+
+def test_the_bias_check_can_be_left_out_and_still_reported():
+    r = verify.verify(_rounded(torch.linspace(-3, 3, 4096, dtype=torch.float64), "toward zero"),
+                      torch.linspace(-3, 3, 4096, dtype=torch.float64).to(F16).to(torch.float64),
+                      F16, AUTO, bias_check=False)
+    assert r.bits == (1, 1, 1) and r.metrics["bias_magnitude"] < -0.3
+    assert "(not checked)" in report.summary_line(r)

@@ -64,6 +64,12 @@ class Backend:
         zero, and no compile option stops it; MI100 (gfx908), MI300 and NVIDIA do not."""
         return self.arch == "gfx90a"
 
+    def rounds_to_nearest(self, t: dtypes.ElemType) -> bool:
+        """Whether a kernel's fp32 -> t cast rounds to nearest, as the reference does. Triton's
+        interpreter truncates fp32 to bf16 (1.0117 becomes 1.0; f16 rounds to nearest):
+        there a bf16 kernel leans toward zero by design, and the bias check is off."""
+        return not (self.interpreter and t.name == "bf16")
+
     @property
     def max_warps(self) -> int:
         """The most warps (wavefronts) one program may have."""

@@ -66,7 +66,12 @@ def summary_line(v) -> str:
             f"maxAbsDiff={m['max_abs_diff']:.2e} (<= {th.abs:.2e}) "
             f"maxRelDiff={m['max_rel_diff']:.2e} {_rel_threshold(th)} "
             f"maxRelDiff_old={m['max_rel_diff_old']:.2e} maxEpsilonDiff={m['max_epsilon_diff']:.3g} "
+            f"bias={m['bias']:+.3f}/{m['bias_magnitude']:+.3f} ulp {_bias_limit(th)} "
             f"({v.out_type.name}, {v.n} elements, {v.exact_count} equal)")
+
+
+def _bias_limit(th) -> str:
+    return f"(<= {th.bias:.3f})" if math.isfinite(th.bias) else "(not checked)"
 
 
 def _histogram(h) -> list[str]:
@@ -159,6 +164,13 @@ def _sentence(f, v) -> str:
     if f.kind == "rms":
         return (f"RMS bit 0: RMS {f.value:.2e} > {f.limit:.2e} (relative to max|val| "
                 f"{v.ref_max_abs:.2e}); {_spread(v)}")
+    if f.kind == "bias":
+        side = ("toward +inf" if f.value > 0 else "toward -inf") if f.detail == "toward +inf" \
+            else ("away from zero" if f.value > 0 else "toward zero")
+        return (f"RMS bit 0 (bias): the kernel's results lean {side}: the mean signed error is "
+                f"{f.value:+.3f} ulp of {ot.name} over {v.n} elements, more than the {f.limit:.3f} "
+                "a kernel that rounds to nearest reaches once in 1e9 runs (a rounding mode, or a "
+                "small term added or dropped everywhere)")
     w = f.at
     if f.kind == "abs":
         msg = (f"abs bit 0: maxAbsDiff {f.value:.2e} > {f.limit:.2e} at {_at(w.index)}: "

@@ -160,6 +160,28 @@ def default_accumulation(out: dtypes.ElemType) -> Accumulation:
     return Accumulation(n=1, u_comp=0.0, u_acc=0.0 if out.is_int else F32_U)
 
 
+# ---- the bias check -----------------------------------------------------------------
+
+BIAS_P = 1e-9   # chance that a correct kernel fails the bias check
+
+
+def bias_limit(n: int) -> float:
+    """The largest |mean signed error| in ulps that a correct kernel exceeds with probability
+    below BIAS_P, over n elements.
+
+    Each element's signed error (kern - val, and |kern| - |val|) is taken in ulps of the
+    output type and clipped to [-1, 1]: a bias bug moves many elements by one ulp, and a
+    larger error is the other metrics' to judge. A correct kernel rounds to nearest, so
+    each clipped error has mean 0. Taking the elements as independent (they share inputs,
+    but not their rounding), Hoeffding's inequality for n values in [-1, 1] gives
+    P(|mean| >= t) <= 2 exp(-n t^2 / 2). Two means are checked, each at BIAS_P / 2:
+    t = sqrt(2 ln(4 / BIAS_P) / n), 0.147 ulp for 2048 elements, 0.0066 for a million.
+    A kernel that rounds toward zero moves about half the elements one ulp toward zero:
+    a magnitude mean near -0.5 ulp, caught from about 180 elements on.
+    """
+    return math.sqrt(2.0 * math.log(4.0 / BIAS_P) / n) if n > 0 else math.inf
+
+
 # ---- the derivation -------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -210,9 +232,10 @@ class Resolved:
     rel_auto: tuple[float, float] | None        # (rtol, atol) of the element-wise check, or None
     how: tuple[str, str, str]                   # "given" | "auto" | "default" for rms, abs, rel
     auto: tuple[float, float, float]            # what auto would allow: rms, abs, rel atol
+    bias: float = math.inf                      # |mean signed error| in ulps; inf: not checked
 
     def to_json(self) -> dict:
-        d = {"rms": self.rms, "abs": self.abs, "rel": self.rel,
+        d = {"rms": self.rms, "abs": self.abs, "rel": self.rel, "bias": self.bias,
              "rms_mode": self.how[0], "abs_mode": self.how[1], "rel_mode": self.how[2]}
         if self.rel_auto is not None:
             d["rel_rtol"], d["rel_atol"] = self.rel_auto
@@ -220,8 +243,9 @@ class Resolved:
 
 
 def resolve(thresholds: Thresholds, out: dtypes.ElemType, accum: Accumulation | None,
-            ref_max_abs: float) -> Resolved:
-    """Concrete thresholds, once max|val| is known."""
+            ref_max_abs: float, n: int = 0) -> Resolved:
+    """Concrete thresholds, once max|val| and the number of compared elements n are known
+    (n = 0: no bias check)."""
     tm = terms(out, accum)
     m = float(ref_max_abs) if math.isfinite(ref_max_abs) else 0.0
     auto_rms, auto_abs = tm.rms, tm.abs_k * m + tm.denorm_min
@@ -233,4 +257,4 @@ def resolve(thresholds: Thresholds, out: dtypes.ElemType, accum: Accumulation | 
     else:
         rel, rel_auto = tm.rtol, (tm.rtol, auto_atol)
     how = (thresholds.rms.mode, thresholds.abs.mode, thresholds.rel.mode)
-    return Resolved(rms, abs_, rel, rel_auto, how, (auto_rms, auto_abs, auto_atol))
+    return Resolved(rms, abs_, rel, rel_auto, how, (auto_rms, auto_abs, auto_atol), bias_limit(n))

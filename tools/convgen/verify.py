@@ -56,7 +56,7 @@ INT32_MIN = -2 ** 31
 
 _MAX_KEYS = ("max_abs", "max_rel", "max_rel_old", "max_eps", "max_excess", "max_val", "max_kern")
 _BAD_KEYS = ("kern_nan", "ref_nan", "ref_inf", "bad_inf")
-_SUM_KEYS = (("sum_sq", "n_ok", "exact", "kern_inf", "int_min", "old_excluded") + _BAD_KEYS
+_SUM_KEYS = (("sum_sq", "sum_sbias", "sum_mbias", "n_ok", "exact", "kern_inf", "int_min", "old_excluded") + _BAD_KEYS
              + tuple(f"rel_h{i}" for i in range(len(REL_LABELS)))
              + tuple(f"eps_h{i}" for i in range(len(EPS_LABELS))))
 # metric name -> (column, element-wise array) of its worst element
@@ -100,6 +100,7 @@ class Finding:
     value: float = 0.0             # the metric, or the worst excess
     limit: float = 0.0             # its threshold
     at: Worst | None = None        # where (the first or the worst element)
+    detail: str = ""               # bias: "toward +inf" or "toward zero" (which mean failed)
 
 
 @dataclass(frozen=True)
@@ -151,13 +152,13 @@ def _consts_tensor(values: tuple, device: str) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64, device=device)
 
 
-def _ulps(d: torch.Tensor, avf: torch.Tensor, c: _Consts) -> torch.Tensor:
+def _eps(avf: torch.Tensor, c: _Consts) -> torch.Tensor:
+    """The output type's spacing at |val| (a power of two; 1 for integers)."""
     if c.is_int:
-        return d
+        return torch.ones_like(avf)
     # Exponent from the float64 bits: exact, and the same operations as the Triton kernel.
     e = ((avf.contiguous().view(torch.int64) >> 52) & 0x7FF) - 1023
-    eps = ((e.clamp_min(c.emin) - c.mantissa + 1023) << 52).view(torch.float64)
-    return d / eps
+    return ((e.clamp_min(c.emin) - c.mantissa + 1023) << 52).view(torch.float64)
 
 
 def _elementwise(v: torch.Tensor, k_raw: torch.Tensor, c: _Consts) -> dict:
@@ -177,9 +178,15 @@ def _elementwise(v: torch.Tensor, k_raw: torch.Tensor, c: _Consts) -> dict:
     pos = avf > 0
     rel = torch.where(pos, d / torch.where(pos, avf, 1.0), 0.0)
     in_old = ok & (av > REL_OLD_FLOOR)
-    ulps = _ulps(d, avf, c)
+    eps = _eps(avf, c)
+    ulps = d / eps
+    # signed errors for the bias check, in ulps, clipped to one ulp (a larger error is the
+    # other metrics' to judge): kern - val, and |kern| - |val| (toward or away from zero)
+    sbias = torch.where(ok, ((k - v) / eps).clamp(-1.0, 1.0), 0.0)
+    mbias = torch.where(ok, ((akf - avf) / eps).clamp(-1.0, 1.0), 0.0)
     int_min = (k_raw == INT32_MIN) if c.is_int else torch.zeros_like(ok)
-    return dict(d=d, rel=rel, rel_old=torch.where(in_old, rel, 0.0), ulps=ulps,
+    return dict(d=d, rel=rel, rel_old=torch.where(in_old, rel, 0.0), ulps=ulps, sbias=sbias,
+                mbias=mbias,
                 excess=torch.where(ok, d - c.rtol * avf, -math.inf), avf=avf, akf=akf, ok=ok,
                 exact=ok & ~differ, kern_nan=k_nan, ref_nan=v_nan, ref_inf=ref_inf, bad_inf=bad_inf,
                 kern_inf=k_inf, int_min=int_min, in_old=in_old)
@@ -201,7 +208,8 @@ def _histogram_counts(e: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _columns(e: dict) -> dict:
     """The per-chunk statistics, as 0-d tensors (one host copy for all of them)."""
-    col = {"sum_sq": (e["d"] * e["d"]).sum(), "max_abs": e["d"].amax(),
+    col = {"sum_sq": (e["d"] * e["d"]).sum(), "sum_sbias": e["sbias"].sum(),
+           "sum_mbias": e["mbias"].sum(), "max_abs": e["d"].amax(),
            "max_rel": e["rel"].amax(), "max_rel_old": e["rel_old"].amax(),
            "max_eps": e["ulps"].amax(), "max_excess": e["excess"].amax(),
            "max_val": e["avf"].amax(), "max_kern": e["akf"].amax()}
@@ -345,7 +353,8 @@ def _metrics(tot: dict) -> dict:
     scale = max(tot["max_val"], tot["max_kern"])
     n_ok = tot["n_ok"]
     rms = math.sqrt(tot["sum_sq"]) / (math.sqrt(n_ok) * scale) if scale > 0 and n_ok else 0.0
-    return {"rms": rms, "max_abs_diff": tot["max_abs"], "max_rel_diff": tot["max_rel"],
+    return {"rms": rms, "bias": tot["sum_sbias"] / n_ok if n_ok else 0.0,
+            "bias_magnitude": tot["sum_mbias"] / n_ok if n_ok else 0.0, "max_abs_diff": tot["max_abs"], "max_rel_diff": tot["max_rel"],
             "max_rel_diff_old": tot["max_rel_old"], "max_epsilon_diff": tot["max_eps"]}
 
 
@@ -387,10 +396,16 @@ def _judge(p: _Pass, n: int, metrics: dict, th: tolerance.Resolved, worst: dict,
         findings.append(Finding("ref_zero", False))
     elif kern_max == 0:
         return (0, 0, 0), tuple(findings) + (Finding("kern_zero", True, value=ref_max),)
-    bits = (int(metrics["rms"] <= th.rms), int(metrics["max_abs_diff"] <= th.abs),
+    # the bias check shares the RMS bit: both judge all elements together
+    biased = [(what, metrics[key]) for key, what in (("bias", "toward +inf"),
+                                                     ("bias_magnitude", "away from zero"))
+              if abs(metrics[key]) > th.bias]
+    bits = (int(metrics["rms"] <= th.rms and not biased), int(metrics["max_abs_diff"] <= th.abs),
             int(_rel_passes(th, metrics, p)))
-    if not bits[0]:
+    if metrics["rms"] > th.rms:
         findings.append(Finding("rms", True, value=metrics["rms"], limit=th.rms))
+    for what, value in biased:
+        findings.append(Finding("bias", True, value=value, limit=th.bias, detail=what))
     if not bits[1]:
         findings.append(Finding("abs", True, value=metrics["max_abs_diff"], limit=th.abs,
                                 at=worst["max_abs_diff"]))
@@ -415,7 +430,7 @@ def _check(kern, ref, out: dtypes.ElemType) -> None:
 
 def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
            accum: tolerance.Accumulation | None = None, dim_names: str = "ngkhw", *,
-           device_path: bool | None = None, chunk: int = CHUNK) -> Verdict:
+           device_path: bool | None = None, chunk: int = CHUNK, bias_check: bool = True) -> Verdict:
     """Compare `kern` (in the output type) with `ref` (already rounded to the output type,
     in any type that holds those values exactly: that type itself, or float64).
 
@@ -423,7 +438,9 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
     (None: every bit on its default). device_path: None = the Triton pass when the
     tensors are on a GPU; True forces it (in the interpreter, on CPU tensors, for tests);
     False forces the chunked torch pass, which runs on whatever device holds the tensors.
-    Tensors of more than 5 dimensions always take the torch pass.
+    Tensors of more than 5 dimensions always take the torch pass. bias_check=False leaves
+    the mean signed errors out of the verdict (still reported): for a kernel whose output
+    cast does not round to nearest by design (Triton's interpreter truncates fp32 to bf16).
     """
     ot = dtypes.of(out_type)
     thresholds = thresholds if thresholds is not None else tolerance.Thresholds()
@@ -437,7 +454,8 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
         p = _device_pass(kern, ref, c)
     else:
         p = _chunked_pass(kern, ref, c, chunk)
-    th = tolerance.resolve(thresholds, ot, accum, p.tot["max_val"])
+    th = tolerance.resolve(thresholds, ot, accum, p.tot["max_val"],
+                           int(p.tot["n_ok"]) if bias_check else 0)
     names = _names(dim_names, kern.dim())
     metrics = _metrics(p.tot)
     worst = _worst_elements(p, kern, ref, names)

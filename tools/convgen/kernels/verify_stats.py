@@ -4,8 +4,8 @@ Kernel 1 (`verify_stats_kernel`): each program reads ITERS tiles of ROWS x VEC
 elements of the kernel output and of the reference (any strides, up to 5
 dimensions, logical row-major order; a thread owns one row of VEC contiguous
 elements, so its reductions stay inside the thread), and writes one row
-of PCOLS float64 values: seven maxima, the sum of squared differences and the
-counts of 15 predicates. Kernel 2 (`finish_kernel`) reduces those rows in a fixed
+of PCOLS float64 values: seven maxima, the sums of squared differences and of the two
+signed errors of the bias check, and the counts of 15 predicates. Kernel 2 (`finish_kernel`) reduces those rows in a fixed
 order (the same result on every run) and finds the worst elements; kernel 3
 (`worst_values_kernel`) reads val and kern there; `device_totals` copies back one
 vector.
@@ -44,8 +44,9 @@ FIELD_BITS = 10
 # finds) and of the two plain ones, the sum of squares, the predicate counts.
 WORST_COLUMNS = ("max_abs", "max_rel", "max_rel_old", "max_eps", "max_excess")
 MAX_COLUMNS = WORST_COLUMNS + ("max_val", "max_kern")
-PCOLS = len(MAX_COLUMNS) + 1 + N_PRED
-SUM_COL = len(MAX_COLUMNS)
+SUM_COLUMNS = ("sum_sq", "sum_sbias", "sum_mbias")
+PCOLS = len(MAX_COLUMNS) + len(SUM_COLUMNS) + N_PRED
+SUM_COL = len(MAX_COLUMNS)            # the first summed column
 ROWS = 128        # one row per thread with 4 warps
 ITERS = 64
 MAX_VEC = 4       # 4 x fp16 per thread-row: fewer registers beat 16-byte loads on an H100
@@ -94,26 +95,35 @@ def _load(kern_ptr, ref_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4, R0, R1
 @triton.jit
 def _elementwise(k_raw, v_raw, rtol, IS_INT: tl.constexpr, MANT: tl.constexpr,
                  EMIN: tl.constexpr):
-    """verify._elementwise for finite values: d, |val|, |kern|, excess, ulps, rel."""
+    """verify._elementwise for finite values: d, |val|, |kern|, excess, ulps, rel, and the
+    two signed errors of the bias check (clipped ulps of kern - val and of |kern| - |val|)."""
     k = k_raw.to(tl.float64)
     v = v_raw.to(tl.float64)
     d = tl.abs(v - k)
     av = tl.abs(v)
     excess = d - rtol * av
+    ak = tl.abs(k)
     if IS_INT:
         ulps = d
+        sb = k - v
+        mb = ak - av
     else:
-        # eps(|val|) = 2^(max(e, EMIN) - MANT); d * 2^(MANT - e) is d / eps exactly (a power
+        # eps(|val|) = 2^(max(e, EMIN) - MANT); x * 2^(MANT - e) is x / eps exactly (a power
         # of two), without float64 division.
         e = ((av.to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
         e = tl.maximum(e, EMIN)
-        ulps = d * ((MANT - e + 1023) << 52).to(tl.float64, bitcast=True)
+        inv_eps = ((MANT - e + 1023) << 52).to(tl.float64, bitcast=True)
+        ulps = d * inv_eps
+        sb = (k - v) * inv_eps
+        mb = (ak - av) * inv_eps
+    sb = tl.minimum(tl.maximum(sb, -1.0), 1.0)
+    mb = tl.minimum(tl.maximum(mb, -1.0), 1.0)
     # d / |val| where both are positive, else 0 (as verify's where(|val| > 0, d / |val|, 0)):
     # dividing 1 by 1 instead keeps 0 / |val| off the float64 division's slow path (a call
     # taken for a zero dividend: every exact element, 4x the whole kernel's time otherwise)
     div = (d > 0) & (av > 0)
     rel = tl.where(div, tl.where(div, d, 1.0) / tl.where(div, av, 1.0), 0.0)
-    return d, av, tl.abs(k), excess, ulps, rel
+    return d, av, ak, excess, ulps, rel, sb, mb
 
 
 @triton.jit
@@ -136,7 +146,7 @@ def _field(p, j: tl.constexpr):
 
 @triton.jit
 def _tile(kern_ptr, ref_ptr, c_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
-          R0, R1, R2, R3, R4, m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq,
+          R0, R1, R2, R3, R4, m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, s_sb, s_mb,
           w0, w1, w2, w3, w4, LAYOUT: tl.constexpr, MASKED: tl.constexpr,
           IS_INT: tl.constexpr, MANT: tl.constexpr, EMIN: tl.constexpr,
           INT_MIN: tl.constexpr):
@@ -145,7 +155,7 @@ def _tile(kern_ptr, ref_ptr, c_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
     rtol = tl.load(c_ptr + 1)
     k_raw, v_raw = _load(kern_ptr, ref_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
                          R0, R1, R2, R3, R4, LAYOUT, MASKED)
-    d, av, ak, excess, ulps, rel = _elementwise(k_raw, v_raw, rtol, IS_INT, MANT, EMIN)
+    d, av, ak, excess, ulps, rel, sb, mb = _elementwise(k_raw, v_raw, rtol, IS_INT, MANT, EMIN)
     in_old = av > floor
     rel_old = tl.where(in_old, rel, 0.0)
     if MASKED:   # lanes past the end: d = 0 and so on never beat a real element, but excess can
@@ -158,6 +168,8 @@ def _tile(kern_ptr, ref_ptr, c_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
     m_val = _fold_max(m_val, av)
     m_kern = _fold_max(m_kern, ak)
     s_sq += tl.sum(d * d, axis=0)
+    s_sb += tl.sum(sb, axis=0)   # masked lanes load 0 on both sides: they add 0
+    s_mb += tl.sum(mb, axis=0)
     # Predicates as in the module docstring; c_ptr holds floor, rtol, REL edges, EPS edges.
     w0 += tl.sum(_field(d > 0, 0) + _field(ulps >= tl.load(c_ptr + 2 + _REL_C), 1)
                  + _field(ulps >= tl.load(c_ptr + 3 + _REL_C), 2), axis=0)
@@ -171,7 +183,7 @@ def _tile(kern_ptr, ref_ptr, c_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
     if IS_INT:   # the caller poisons int outputs with the int32 minimum; counted apart
         w4_inc += _field(k_raw == INT_MIN, 14)
     w4 += tl.sum(w4_inc, axis=0)
-    return m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4
+    return m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, s_sb, s_mb, w0, w1, w2, w3, w4
 
 
 @triton.jit
@@ -189,17 +201,21 @@ def _rows_state(kern_ptr, ref_ptr, c_ptr, first, n, S1, S2, S3, S4, K0, K1, K2, 
     m_val = m_abs
     m_kern = m_abs
     s_sq = tl.zeros([ROWS], tl.float64)
+    s_sb = s_sq
+    s_mb = s_sq
     w0 = tl.zeros([ROWS], tl.int32)
     w1 = w0
     w2 = w0
     w3 = w0
     w4 = w0
     for it in tl.range(ITERS, num_stages=STAGES):
-        m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _tile(
+        (m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, s_sb, s_mb,
+         w0, w1, w2, w3, w4) = _tile(
             kern_ptr, ref_ptr, c_ptr, first + it * (ROWS * VEC), n, S1, S2, S3, S4,
             K0, K1, K2, K3, K4, R0, R1, R2, R3, R4, m_abs, m_rel, m_old, m_eps, m_exc,
-            m_val, m_kern, s_sq, w0, w1, w2, w3, w4, LAYOUT, MASKED, IS_INT, MANT, EMIN, INT_MIN)
-    return m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4
+            m_val, m_kern, s_sq, s_sb, s_mb, w0, w1, w2, w3, w4, LAYOUT, MASKED, IS_INT, MANT,
+            EMIN, INT_MIN)
+    return m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, s_sb, s_mb, w0, w1, w2, w3, w4
 
 
 @triton.jit
@@ -226,11 +242,13 @@ def verify_stats_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, out_ptr, n,
     if not IDX64:
         first = first.to(tl.int32)   # 32-bit division is several times cheaper
     if start + ROWS * VEC * ITERS <= n:   # every program but the last: no masks
-        m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _rows_state(
+        (m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, s_sb, s_mb,
+         w0, w1, w2, w3, w4) = _rows_state(
             kern_ptr, ref_ptr, c_ptr, first, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
             R0, R1, R2, R3, R4, LAYOUT, False, IS_INT, MANT, EMIN, INT_MIN, ROWS, VEC, ITERS, STAGES)
     else:
-        m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, w0, w1, w2, w3, w4 = _rows_state(
+        (m_abs, m_rel, m_old, m_eps, m_exc, m_val, m_kern, s_sq, s_sb, s_mb,
+         w0, w1, w2, w3, w4) = _rows_state(
             kern_ptr, ref_ptr, c_ptr, first, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
             R0, R1, R2, R3, R4, LAYOUT, True, IS_INT, MANT, EMIN, INT_MIN, ROWS, VEC, ITERS, STAGES)
     if pid == 0:   # finish_kernel folds its first indices into these with atomic minima
@@ -248,11 +266,13 @@ def verify_stats_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, out_ptr, n,
     tl.store(col + 5 * progs, tl.max(m_val, axis=0))
     tl.store(col + 6 * progs, tl.max(m_kern, axis=0))
     tl.store(col + 7 * progs, tl.sum(s_sq, axis=0))
-    _store_fields(col, progs, w0, 8)
-    _store_fields(col, progs, w1, 11)
-    _store_fields(col, progs, w2, 14)
-    _store_fields(col, progs, w3, 17)
-    _store_fields(col, progs, w4, 20)
+    tl.store(col + 8 * progs, tl.sum(s_sb, axis=0))
+    tl.store(col + 9 * progs, tl.sum(s_mb, axis=0))
+    _store_fields(col, progs, w0, 10)
+    _store_fields(col, progs, w1, 13)
+    _store_fields(col, progs, w2, 16)
+    _store_fields(col, progs, w3, 19)
+    _store_fields(col, progs, w4, 22)
 
 
 @triton.jit
@@ -305,7 +325,7 @@ def finish_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, out_ptr, progs, n,
             offs = offs.to(tl.int32)
         k_raw, v_raw = _load(kern_ptr, ref_ptr, offs, n, S1, S2, S3, S4, K0, K1, K2, K3, K4,
                              R0, R1, R2, R3, R4, LAYOUT, True)
-        d, av, ak, excess, ulps, rel = _elementwise(k_raw, v_raw, rtol, IS_INT, MANT, EMIN)
+        d, av, ak, excess, ulps, rel, sb, mb = _elementwise(k_raw, v_raw, rtol, IS_INT, MANT, EMIN)
         x = tl.where(j == 0, d, tl.where(j == 1, rel, tl.where(j == 2, tl.where(av > floor, rel, 0.0),
                      tl.where(j == 3, ulps, excess))))
         big = tl.zeros([], tl.int64) + n + 1   # n may arrive as a constant (Triton specializes 1)
@@ -419,8 +439,8 @@ def device_totals(kern: torch.Tensor, ref: torch.Tensor, consts: torch.Tensor, *
         # differently (FMA contraction, say). Never report a wrong element: take the exact pass.
         return None
     tot = dict(zip(MAX_COLUMNS, cols[:SUM_COL]))
-    tot["sum_sq"] = cols[SUM_COL]
-    tot.update(_decode(cols[SUM_COL + 1:PCOLS], n))
+    tot.update(zip(SUM_COLUMNS, cols[SUM_COL:SUM_COL + len(SUM_COLUMNS)]))
+    tot.update(_decode(cols[SUM_COL + len(SUM_COLUMNS):PCOLS], n))
     pairs = cols[PCOLS:]
     values = {col: (pairs[2 * i], pairs[2 * i + 1]) for i, col in enumerate(WORST_COLUMNS)}
     return tot, dict(zip(WORST_COLUMNS, at)), values
