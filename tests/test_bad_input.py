@@ -226,3 +226,46 @@ def test_a_compile_failure_gives_its_reason_and_blames_no_flag_unasked(capsys, m
     msg = one_error(capsys, SMALL)
     assert "the default kernel config block_m=" in msg and "an example reason" in msg
     assert "-perf_config" not in msg
+
+
+# ---- guard bands -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where,words", [(+1, "0 before the output, 1 after it; the nearest 1 elements past its end"),
+                                         (-3, "1 before the output, 0 after it; the nearest 3 elements before its start")])
+def test_a_write_outside_the_output_fails_every_bit(capsys, monkeypatch, where, words):
+    """A store mask one row too wide leaves every element inside right: only the guard
+    bands around the output see it."""
+    import convgen.kernels.launch as launch
+    real = launch.run_conv
+
+    def spills(problem, tensors, out, *a, **kw):
+        real(problem, tensors, out, *a, **kw)
+        flat = out.permute(*[problem.to_logical_perm(problem.writes).index(i) for i in range(5)])
+        base = flat.reshape(-1)
+        storage = base.untyped_storage()
+        import torch
+        whole = torch.empty(0, dtype=base.dtype, device=base.device).set_(storage)
+        i = base.storage_offset() + (base.numel() - 1 + where if where > 0 else where)
+        whole[i] = 1.0
+    monkeypatch.setattr(launch, "run_conv", spills)
+    rc, out, _ = run(capsys, SMALL)
+    assert rc == 0 and out.splitlines()[-1] == "[0 0 0]"
+    assert "written outside the output" in out and words in out
+
+
+def test_inputs_sit_between_margins_of_nan(capsys):
+    import torch
+    from convgen import inputs
+    from convgen.options import DataSpec
+    c = cli.parse(SMALL)
+    for name, t in inputs.make_inputs(c.problem, DataSpec(seed=3), "cpu").items():
+        whole = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+        inside = torch.zeros(whole.numel(), dtype=torch.bool)
+        inside[t.storage_offset():t.storage_offset() + t.numel()] = True
+        assert whole[~inside].isnan().all() and whole[~inside].numel() >= 2 * inputs.GUARD_MIN
+        assert not t.isnan().any(), name
+
+
+def test_the_output_guard_sees_nothing_after_a_correct_kernel(capsys):
+    rc, out, _ = run(capsys, SMALL + ["--operation", "conv2d_bwd_weight", "-perf_config", "split=2"])
+    assert rc == 0 and out.splitlines()[-1] == "[1 1 1]" and "outside" not in out

@@ -69,12 +69,16 @@ def _reference(config: RunConfig, tensors, device: str):
 def footprint(config: RunConfig, cfg) -> dict:
     """Bytes the run holds at its peak: {"device": {part: bytes}, "host": {part: bytes}}.
     With the interpreter the device is the host."""
+    from convgen.inputs import guard_elements
     from convgen.kernels.conv_bwd_weight import workspace_elements
     from convgen.reference import temp_bytes
     p = config.problem
     out_t = p.dtype.out_type
-    ins = sum(p.elements(t) for t in p.reads) * p.dtype.bits // 8
-    out = p.elements(p.writes) * out_t.bits // 8
+
+    def with_margins(t):   # guard bands on both sides
+        return p.elements(t) + 2 * guard_elements(p.physical_shape(t))
+    ins = sum(with_margins(t) for t in p.reads) * p.dtype.bits // 8
+    out = with_margins(p.writes) * out_t.bits // 8
     device = {"inputs": ins, "output": out}
     if p.direction.splits_reduction:
         device["workspace"] = 4 * workspace_elements(p, cfg)
@@ -181,7 +185,7 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
     if config.kernel.flush_subnormals and not p.dtype.is_int:
         kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
 
-    out = inputs.empty_output(p, device)
+    out, guard = inputs.guarded_output(p, device)
     t0 = time.perf_counter()
     try:
         run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision)
@@ -214,7 +218,8 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
         say(f"convgen: note: {be.kind} casts fp32 to {p.dtype.out_type.name} by truncation, not "
             "to nearest: the bias check is off for this run (its means are still printed)")
     outcome.verdict = verify.verify(out, outcome.ref, p.dtype.out_type, config.thresholds, accum,
-                                    dim_names=_dim_names(p.writes), bias_check=bias_check)
+                                    dim_names=_dim_names(p.writes), bias_check=bias_check,
+                                    outside=guard.outside())
     timer("verify", t0)
     return outcome
 
@@ -237,7 +242,7 @@ def run(config: RunConfig, program: str = "convgen") -> int:
             report.say("convgen: dumped " + ", ".join(names))
         report.say("convgen: time " + ", ".join(o.timer.parts))
         return 0
-    for field, path, write in (
+    for what, path, write in (
             ("json", config.report.json_path,
              lambda: report.write_json(config.report.json_path, report.to_json(o.verdict))),
             ("dump", config.report.dump_dir,
@@ -248,7 +253,7 @@ def run(config: RunConfig, program: str = "convgen") -> int:
                 write()
             except OSError as e:   # checked before the run; the disk can still fill up
                 raise ConvgenError(f"cannot write '{e.filename or path}': {e.strerror or e}",
-                                   field=field) from None
+                                   field=what) from None
     report.say("convgen: time " + ", ".join(o.timer.parts))
     report.emit(o.verdict, config.report.print_results,
                 reproduce=report.reproducer(program, config.argv))

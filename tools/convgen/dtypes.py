@@ -81,6 +81,17 @@ class ElemType:
         return getattr(torch, self.torch_name)
 
     @property
+    def guard_bits(self) -> int:
+        """A bit pattern no kernel writes, for the margins around an output (inputs.py): a NaN
+        with a payload for floats (a computed NaN has none), an odd value near the minimum
+        for integers (the poison of an unwritten element is the minimum itself)."""
+        if self.is_int:
+            return -(1 << (self.bits - 1)) + 0x5A5A
+        exp_bits = self.bits - 1 - self.mantissa
+        payload = (0x5A5A5A5A & ((1 << self.mantissa) - 1)) | (1 << (self.mantissa - 1))
+        return (((1 << exp_bits) - 1) << self.mantissa) | payload
+
+    @property
     def default_rand_range(self) -> tuple[float, float]:
         return (-5.0, 5.0) if self.is_int else (-1.0, 1.0)
 

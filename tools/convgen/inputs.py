@@ -9,8 +9,17 @@ relative differences blow up without any bug.
 Inputs are generated on the CPU from a seed (so the same seed gives the same data on
 every device), stored in the tensor's memory layout, and returned as logical-order views
 (see problem.py). Importing this module does not import torch; drawing does.
+
+Guard bands: every tensor lives inside a larger allocation, with margins of
+guard_elements() on both sides. An input's margins hold NaN (integers: their minimum), so
+a kernel that reads outside its input gets NaN into its result and fails. An output's
+margins hold a bit pattern no kernel writes (ElemType.guard_bits); `Guard.outside()`
+counts the margin elements that changed after the kernel ran: writes outside the output,
+which leave every element inside right and so pass every metric.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from convgen.errors import ConvgenError
 from convgen.options import FIXED_PATTERN, DataSpec
@@ -18,6 +27,56 @@ from convgen.problem import ConvProblem
 
 MAX_SEED = 2**32 - 1   # rocmlir-gen seeds srand(), an unsigned int
 MAX_INT_DRAW = 2**53   # integer draws stay exact in float64
+# A margin covers one step of the outermost dimension (a GEMM row past the end of a
+# row-major tensor lands there), at least GUARD_MIN and at most GUARD_MAX elements.
+GUARD_MIN = 4096
+GUARD_MAX = 1 << 24
+
+
+def guard_elements(phys_shape) -> int:
+    outer = 1
+    for d in phys_shape[1:]:
+        outer *= d
+    return min(max(GUARD_MIN, outer), GUARD_MAX)
+
+
+def _int_view(t):
+    import torch
+    return t.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+@dataclass
+class Guard:
+    """An output's allocation: margins of a known pattern around the tensor."""
+    buffer: object     # the flat allocation
+    margin: int        # elements on each side
+    bits: int          # the margins' pattern, as the integer its bits read as
+
+    def outside(self) -> tuple[int, int, int | None]:
+        """(elements changed before the tensor, after it, the offset of the nearest one: -k
+        is k elements before the first, +k is k elements past the last)."""
+        m = self.margin
+        raw = _int_view(self.buffer)
+        before = (raw[:m] != self.bits).nonzero().flatten()
+        after = (raw[raw.numel() - m:] != self.bits).nonzero().flatten()
+        nearest = None
+        if after.numel():
+            nearest = int(after[0]) + 1
+        if before.numel() and (nearest is None or m - int(before[-1]) < nearest):
+            nearest = -(m - int(before[-1]))
+        return int(before.numel()), int(after.numel()), nearest
+
+
+def _guarded(phys_shape, dtype, device):
+    """A tensor of phys_shape inside a flat allocation with a margin on each side: (the
+    tensor, the allocation, the margin)."""
+    import torch
+    numel = 1
+    for d in phys_shape:
+        numel *= d
+    m = guard_elements(phys_shape)
+    buf = torch.empty((numel + 2 * m,), dtype=dtype, device=device)
+    return buf[m:m + numel].view(phys_shape), buf, m
 
 
 def _range(spec: DataSpec, problem: ConvProblem) -> tuple[float, float]:
@@ -76,26 +135,39 @@ def _fill(shape, spec: DataSpec, problem: ConvProblem, salt: int):
 
 
 def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict:
-    """The tensors the direction reads, as logical views of layout-ordered memory."""
+    """The tensors the direction reads, as logical views of layout-ordered memory inside
+    allocations with NaN margins (integers: their minimum)."""
     import torch
     validate(spec, problem)
     out = {}
+    dt = problem.dtype.torch_dtype
     for salt, name in enumerate(problem.reads):
         phys = problem.physical_shape(name)
         if spec.side not in ("both", name):
             data = torch.ones(phys, dtype=torch.float64)
         else:
             data = _fill(phys, spec, problem, salt + 1)
-        t = data.to(problem.dtype.torch_dtype).to(device)
+        t, buf, _ = _guarded(phys, dt, device)
+        buf.fill_(float("nan") if dt.is_floating_point else torch.iinfo(dt).min)
+        t.copy_(data.to(dt))
         out[name] = t.permute(problem.to_logical_perm(name))
     return out
 
 
 def empty_output(problem: ConvProblem, device: str, dtype=None):
     """The written tensor, poisoned (NaN, or the int minimum) so an unwritten element cannot pass."""
+    return guarded_output(problem, device, dtype)[0]
+
+
+def guarded_output(problem: ConvProblem, device: str, dtype=None):
+    """(the written tensor as a logical view, poisoned; its Guard): margins of the output
+    type's guard pattern around it."""
     import torch
+    from convgen import dtypes
     name = problem.writes
     dt = dtype or problem.dtype.out_type.torch_dtype
-    phys = torch.empty(problem.physical_shape(name), dtype=dt, device=device)
+    phys, buf, margin = _guarded(problem.physical_shape(name), dt, device)
+    bits = dtypes.of(dt).guard_bits
+    _int_view(buf).fill_(bits)
     phys.fill_(float("nan") if dt.is_floating_point else torch.iinfo(dt).min)
-    return phys.permute(problem.to_logical_perm(name))
+    return phys.permute(problem.to_logical_perm(name)), Guard(buf, margin, bits)

@@ -151,6 +151,9 @@ def _sentence(f, v) -> str:
     if f.kind == "bad_inf":
         return (f"{f.count} infinities in the kernel output where the reference is finite; "
                 f"{_first(f)}; every bit fails")
+    if f.kind == "outside":
+        return (f"{f.count} element(s) written outside the output ({f.detail}): a store mask "
+                "or an index past the tensor; every bit fails")
     if f.kind == "poison":
         return (f"{f.count} element(s) hold the int32 minimum, the poison value: probably never "
                 "written")

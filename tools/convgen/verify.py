@@ -91,8 +91,8 @@ class Histogram:
 class Finding:
     """One reason for a 0 bit, or a warning, as data; report.py words it.
 
-    kind: "empty", "kern_nan", "ref_nan", "ref_inf", "bad_inf", "poison", "kern_zero"
-    (each fails every bit), "rms", "abs", "rel", "rel_auto" (its bit is 0), "ref_zero"
+    kind: "empty", "kern_nan", "ref_nan", "ref_inf", "bad_inf", "outside" (writes outside
+    the output), "poison", "kern_zero" (each fails every bit), "rms", "abs", "rel", "rel_auto" (its bit is 0), "ref_zero"
     (a warning: nothing fails, but the test checks little)."""
     kind: str
     fails: bool
@@ -100,7 +100,7 @@ class Finding:
     value: float = 0.0             # the metric, or the worst excess
     limit: float = 0.0             # its threshold
     at: Worst | None = None        # where (the first or the worst element)
-    detail: str = ""               # bias: "toward +inf" or "toward zero" (which mean failed)
+    detail: str = ""               # bias: which mean failed; outside: where
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class Verdict:
     @property
     def nonfinite(self) -> bool:
         """Some element is NaN or infinite where that fails every bit."""
-        return any(f.kind in _BAD_KEYS for f in self.findings)
+        return any(f.kind in _BAD_KEYS + ("outside",) for f in self.findings)
 
     @property
     def passed(self) -> bool:
@@ -381,7 +381,7 @@ def _rel_passes(th: tolerance.Resolved, metrics: dict, p: _Pass) -> bool:
 
 
 def _judge(p: _Pass, n: int, metrics: dict, th: tolerance.Resolved, worst: dict, kern, ref,
-           names) -> tuple[tuple, tuple]:
+           names, outside) -> tuple[tuple, tuple]:
     """(bits, findings): the one place that decides."""
     findings = []
     if p.tot["int_min"]:
@@ -389,6 +389,11 @@ def _judge(p: _Pass, n: int, metrics: dict, th: tolerance.Resolved, worst: dict,
     if n == 0:
         return (0, 0, 0), tuple(findings) + (Finding("empty", True),)
     bad = _first_bad(p, kern, ref, names)
+    if outside is not None and (outside[0] or outside[1]):
+        before, after, nearest = outside
+        bad.append(Finding("outside", True, count=before + after,
+                           detail=f"{before} before the output, {after} after it; the nearest "
+                                  f"{abs(nearest)} elements {'past its end' if nearest > 0 else 'before its start'}"))
     if bad:
         return (0, 0, 0), tuple(bad + findings)
     ref_max, kern_max = p.tot["max_val"], p.tot["max_kern"]
@@ -430,7 +435,8 @@ def _check(kern, ref, out: dtypes.ElemType) -> None:
 
 def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
            accum: tolerance.Accumulation | None = None, dim_names: str = "ngkhw", *,
-           device_path: bool | None = None, chunk: int = CHUNK, bias_check: bool = True) -> Verdict:
+           device_path: bool | None = None, chunk: int = CHUNK, bias_check: bool = True,
+           outside: tuple | None = None) -> Verdict:
     """Compare `kern` (in the output type) with `ref` (already rounded to the output type,
     in any type that holds those values exactly: that type itself, or float64).
 
@@ -441,6 +447,8 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
     Tensors of more than 5 dimensions always take the torch pass. bias_check=False leaves
     the mean signed errors out of the verdict (still reported): for a kernel whose output
     cast does not round to nearest by design (Triton's interpreter truncates fp32 to bf16).
+    outside: inputs.Guard.outside() of the kernel output's allocation: writes outside the
+    tensor fail every bit.
     """
     ot = dtypes.of(out_type)
     thresholds = thresholds if thresholds is not None else tolerance.Thresholds()
@@ -459,7 +467,7 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
     names = _names(dim_names, kern.dim())
     metrics = _metrics(p.tot)
     worst = _worst_elements(p, kern, ref, names)
-    bits, findings = _judge(p, n, metrics, th, worst, kern, ref, names)
+    bits, findings = _judge(p, n, metrics, th, worst, kern, ref, names, outside)
     return Verdict(
         bits=bits, metrics=metrics, thresholds=th, histograms=_histograms(p.tot, n),
         worst=worst, n=n, out_type=ot, exact_count=int(p.tot["exact"]),
