@@ -74,6 +74,13 @@ def test_fp32_dot_on_nvidia_is_ieee_not_tf32(survey):
         assert not row["tf32"] and row["matrix"] == [], row
 
 
+def test_fp32_dot_on_mi300_is_f32_not_xf32(survey):
+    # gfx942 has xf32 MFMA (tf32's kind); an ieee dot must use the f32 one
+    for row in _rows(survey, kernel="conv", target="gfx942", dtype="f32", path="dot"):
+        assert row["matrix"] and all(m.endswith("_f32") for m in row["matrix"]), row
+        assert not any("xf32" in m for m in row["matrix"]), row
+
+
 @pytest.mark.parametrize("target", AMD + NVIDIA)
 def test_i8_dot_uses_integer_matrix_instructions(survey, target):
     (row,) = _rows(survey, kernel="conv", target=target, dtype="i8")

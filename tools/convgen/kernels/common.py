@@ -13,7 +13,7 @@ import triton.language as tl
 def mac(acc, a, b, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
         DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr):
     if USE_DOT:
-        if DOT_UPCAST:  # the interpreter's bf16 dot is wrong; exact products in fp32 instead
+        if DOT_UPCAST:  # the interpreter's bf16 and fp8 dots are wrong; exact products in fp32
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         if ACC_INT:

@@ -72,8 +72,11 @@ def max_imprecise(cfg: KernelConfig) -> int | None:
 def meta(p: ConvProblem, cfg: KernelConfig, use_dot: bool, interpreter: bool,
          input_precision: str) -> dict:
     """The meta-parameters every conv kernel takes."""
+    # Triton's interpreter gets bf16 dots wrong and loses fp8 products below fp16's range
+    # (two e5m2 values near 2^-16): there the dot's operands go to fp32 first (exact)
     return dict(CH_FAST=channels_fastest(p), USE_DOT=use_dot, INPUT_PRECISION=input_precision,
-                DOT_UPCAST=interpreter and p.dtype.name == "bf16", ACC_INT=p.dtype.is_int,
+                DOT_UPCAST=interpreter and (p.dtype.name == "bf16" or p.dtype.is_fp8),
+                ACC_INT=p.dtype.is_int,
                 MAX_IMPRECISE=max_imprecise(cfg),
                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
 

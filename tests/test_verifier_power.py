@@ -1,0 +1,28 @@
+"""The verifier's power, in the interpreter: every mutant of scripts/verifier-power is
+killed by at least two PR cases (or the ISA checks), and the correct kernels raise no
+false alarm on the suite or on a census of seeded runs. The full run, with the GPU's
+precision mutants and 1000 seeds, is `scripts/device-run power` (docs/verifier-power.md)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason="on a GPU the full harness runs instead (scripts/device-run power)")
+def test_every_mutant_is_killed_twice_and_nothing_cries_wolf(tmp_path):
+    out = tmp_path / "power.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "verifier-power"), "--small",
+                        "--census", "150", "--workers", "2", "--json", str(out)],
+                       capture_output=True, text=True, env=env, timeout=2400)
+    report = json.loads(out.read_text()) if out.exists() else {}
+    assert p.returncode == 0 and report.get("goals_met"), p.stdout[-3000:] + p.stderr[-2000:]
+    assert report["killed"] == report["expressible"] >= 16
+    assert report["false_alarms"] == 0 and report["seeds"] == 150
