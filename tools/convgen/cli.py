@@ -36,6 +36,7 @@ from typing import Any, Callable
 from convgen import dtypes, tolerance
 from convgen.directions import BWD_DATA, BWD_WEIGHT, FWD
 from convgen.errors import ConvgenError
+from convgen.inputs import MAX_SEED
 from convgen.options import FIXED_PATTERN
 
 PROGRAM = "convgen"
@@ -65,7 +66,6 @@ PERF_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "spli
 
 _TRUE = ("true", "1", "on", "yes")
 _FALSE = ("false", "0", "off", "no")
-MAX_SEED = 2**32 - 1
 
 
 # ---- converters: text -> value, or ValueError("expected ...") ----------------
@@ -237,16 +237,12 @@ class Flag:
 @dataclass(frozen=True)
 class Table:
     flags: tuple                     # Flag rows, in help order
-    by_key: dict                     # normalised spelling -> Flag
+    by_key: dict                     # normalised spelling (lower case with fold_case) -> Flag
     fold_case: bool = False          # -RMS_threshold and -rms_threshold are one flag
 
     def get(self, name: str) -> Flag | None:
-        if self.fold_case:
-            return self._folded().get(_key(name).lower())
-        return self.by_key.get(_key(name))
-
-    def _folded(self) -> dict:
-        return {k.lower(): f for k, f in self.by_key.items()}
+        key = _key(name)
+        return self.by_key.get(key.lower() if self.fold_case else key)
 
     def spelling(self, dest: str) -> str | None:
         """How this table spells the flag that fills `dest` (its first name)."""
@@ -269,8 +265,9 @@ def _table(*sections, fold_case: bool = False) -> Table:
             f = Flag(names, dest, conv, *(text + ["", ""])[:2], section=title)
             flags.append(f)
             for name in names:
-                assert _key(name) not in by_key, f"flag {name} defined twice"
-                by_key[_key(name)] = f
+                key = _key(name).lower() if fold_case else _key(name)
+                assert key not in by_key, f"flag {name} defined twice"
+                by_key[key] = f
     return Table(tuple(flags), by_key, fold_case)
 
 

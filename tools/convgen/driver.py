@@ -229,32 +229,32 @@ def _dim_names(tensor: str) -> str:
     return LOGICAL[tensor]
 
 
-def run(config: RunConfig, program: str = "convgen") -> int:
-    o = execute(config)
-    if o.verdict is None:
-        report.say("convgen: no validation requested; the kernel ran")
-        if config.report.dump_dir:   # the inputs and the output, with nothing to compare
-            try:
-                names = report.dump(config.report.dump_dir, {**o.tensors, "kernel": o.out})
-            except OSError as e:
-                raise ConvgenError(f"cannot write '{e.filename or config.report.dump_dir}': "
-                                   f"{e.strerror or e}", field="dump") from None
-            report.say("convgen: dumped " + ", ".join(names))
-        report.say("convgen: time " + ", ".join(o.timer.parts))
-        return 0
+def _save(config: RunConfig, o: Outcome) -> None:
+    """--json (when something was verified) and --dump (the inputs, the output and, when there
+    is one, the reference); a write that fails after the run is one error line."""
+    ro = config.report
+    arrays = {**o.tensors, "kernel": o.out, **({"reference": o.ref} if o.ref is not None else {})}
     for what, path, write in (
-            ("json", config.report.json_path,
-             lambda: report.write_json(config.report.json_path, report.to_json(o.verdict))),
-            ("dump", config.report.dump_dir,
-             lambda: report.say("convgen: dumped " + ", ".join(report.dump(
-                 config.report.dump_dir, {**o.tensors, "kernel": o.out, "reference": o.ref}))))):
+            ("json", ro.json_path if o.verdict is not None else None,
+             lambda: report.write_json(ro.json_path, report.to_json(o.verdict))),
+            ("dump", ro.dump_dir,
+             lambda: report.say("convgen: dumped " + ", ".join(report.dump(ro.dump_dir, arrays))))):
         if path:
             try:
                 write()
             except OSError as e:   # checked before the run; the disk can still fill up
                 raise ConvgenError(f"cannot write '{e.filename or path}': {e.strerror or e}",
                                    field=what) from None
+
+
+def run(config: RunConfig, program: str = "convgen") -> int:
+    o = execute(config)
+    if o.verdict is None:
+        report.say("convgen: no validation requested; the kernel ran")
+    _save(config, o)
     report.say("convgen: time " + ", ".join(o.timer.parts))
+    if o.verdict is None:
+        return 0
     report.emit(o.verdict, config.report.print_results,
                 reproduce=report.reproducer(program, config.argv))
     return 0

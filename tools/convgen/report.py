@@ -215,17 +215,15 @@ def render(v, mode: str = "summary", reproduce: str | None = None) -> tuple[list
     failed = not v.passed
     reasons = [f"convgen: {m}" for m in messages(v)]
     repro = [f"convgen: reproduce with: {reproduce}"] if failed and reproduce else []
+    more = details(v) if failed or mode == "always" else []
     if mode == "off":
         out = reasons if v.nonfinite else []
     elif mode == "failure" and not failed:
         out = []
     else:
-        out = [summary_line(v)] + [f"warning: {w}" for w in warnings(v)]
-        if failed or mode == "always":
-            out += details(v)
-        out += reasons
+        out = [summary_line(v)] + [f"warning: {w}" for w in warnings(v)] + more + reasons
     out += repro
-    err = reasons + details(v) + repro if failed else []
+    err = reasons + more + repro if failed else []
     return [PREFIX + ln for ln in out], [PREFIX + ln for ln in err]
 
 
@@ -285,7 +283,8 @@ def to_json(v) -> dict:
         ref_max_abs=_num(v.ref_max_abs), kern_max_abs=_num(v.kern_max_abs),
         out_type=v.out_type.name, worst={k: _element(w) for k, w in v.worst.items()},
         findings=[{"kind": f.kind, "fails": f.fails, "count": f.count, "value": _num(f.value),
-                   "limit": _num(f.limit), "at": _element(f.at)} for f in v.findings],
+                   "limit": _num(f.limit), "at": _element(f.at), "detail": f.detail}
+                  for f in v.findings],
         messages=messages(v), warnings=warnings(v))
     return out
 

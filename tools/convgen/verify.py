@@ -56,6 +56,8 @@ INT32_MIN = -2 ** 31
 
 _MAX_KEYS = ("max_abs", "max_rel", "max_rel_old", "max_eps", "max_excess", "max_val", "max_kern")
 _BAD_KEYS = ("kern_nan", "ref_nan", "ref_inf", "bad_inf")
+# findings that fail every bit whatever the thresholds (scripts/verifier-power reads it)
+EVERY_BIT = _BAD_KEYS + ("outside", "empty", "kern_zero")
 _SUM_KEYS = (("sum_sq", "sum_sbias", "sum_mbias", "n_ok", "exact", "kern_inf", "int_min", "old_excluded") + _BAD_KEYS
              + tuple(f"rel_h{i}" for i in range(len(REL_LABELS)))
              + tuple(f"eps_h{i}" for i in range(len(EPS_LABELS))))
@@ -286,8 +288,8 @@ def _chunked_pass(kern, ref, c: _Consts, chunk: int) -> _Pass:
 
 def _device_pass(kern, ref, c: _Consts) -> _Pass:
     """One Triton pass (three kernels) and one copy back. The Triton pass handles
-    finite values only; a NaN or an infinity (rare, and a failure unless both sides hold
-    the same infinity) sends the whole comparison to the chunked pass, on the device."""
+    finite values only; a NaN or an infinity (rare, and a failure of every bit) sends the
+    whole comparison to the chunked pass, on the device."""
     from convgen import backend
     backend.ensure_interpreter_if_no_gpu()   # must precede the kernel module's import
     if not kern.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
@@ -363,9 +365,8 @@ def _metrics(tot: dict) -> dict:
 def _first_bad(p: _Pass, kern, ref, names) -> list:
     """A failing Finding per kind of non-finite element, with its first element."""
     out = []
-    counts = {"kern_nan": p.tot["kern_nan"], "ref_nan": p.tot["ref_nan"],
-              "ref_inf": p.tot["ref_inf"], "bad_inf": p.tot["bad_inf"]}
-    for col, count in counts.items():
+    for col in _BAD_KEYS:
+        count = p.tot[col]
         if count:
             i = p.at[col]
             (val,), (k,) = _values_at([i], ref, kern)
