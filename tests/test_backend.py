@@ -158,3 +158,24 @@ def test_config_fields_out_of_range_are_refused_by_name(fields, words):
 def test_amd_wave64_allows_fewer_warps():
     with pytest.raises(ConvgenError, match="num_warps=32 must be a power of two from 1 to 16 on gfx942"):
         choose(_problem("f16"), GFX942, True, {"num_warps": 32})
+
+
+@pytest.mark.parametrize("backend, name, use_dot, precision, imprecise, off", [
+    (INTERP, "bf16", True, "ieee", None, "truncation"),        # the interpreter's fp32 -> bf16 cast
+    (INTERP, "f16", True, "ieee", None, None),
+    (INTERP, "f32", True, "tf32", None, None),                  # the interpreter computes tf32 in fp32
+    (SM90, "f32", True, "tf32", None, "tf32 dot on sm90"),      # wgmma drops 13 operand bits
+    (SM90, "f32", False, "tf32", None, None),                   # the FMA path has no tf32
+    (SM90, "f32", True, "ieee", None, None),
+    (GFX942, "f32", True, "tf32", None, "tf32 dot on gfx942"),  # no vendor promises how xf32 rounds
+    (SM90, "fp8_e4m3", True, "ieee", None, "fast fp8 accumulation"),   # Triton's default: never promote
+    (SM90, "fp8_e4m3", True, "ieee", 2 ** 30, "fast fp8 accumulation"),
+    (SM90, "fp8_e4m3", True, "ieee", 0, None),                  # convgen's default: fp32 after every wgmma
+    (GFX942, "fp8_e4m3", True, "ieee", None, None),             # MFMA sums fp8 products in fp32
+])
+def test_the_bias_check_is_off_only_where_the_arithmetic_does_not_round_to_nearest(
+        backend, name, use_dot, precision, imprecise, off):
+    why = backend.bias_unchecked(elem_type(name), use_dot, precision, imprecise)
+    assert (why is None) == (off is None)
+    if off:
+        assert off in why

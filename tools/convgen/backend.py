@@ -64,11 +64,27 @@ class Backend:
         zero, and no compile option stops it; MI100 (gfx908), MI300 and NVIDIA do not."""
         return self.arch == "gfx90a"
 
-    def rounds_to_nearest(self, t: dtypes.ElemType) -> bool:
-        """Whether a kernel's fp32 -> t cast rounds to nearest, as the reference does. Triton's
-        interpreter truncates fp32 to bf16 (1.0117 becomes 1.0; f16 rounds to nearest):
-        there a bf16 kernel leans toward zero by design, and the bias check is off."""
-        return not (self.interpreter and t.name == "bf16")
+    def bias_unchecked(self, t: dtypes.ElemType, use_dot: bool, input_precision: str,
+                       max_num_imprecise_acc: int | None) -> str | None:
+        """Why a run's arithmetic does not promise round-to-nearest, so the bias check (which
+        assumes it) is off; None when it does.
+
+        - Triton's interpreter truncates fp32 to bf16 (1.0117 becomes 1.0; f16 rounds to
+          nearest).
+        - A tf32/xf32 dot keeps 10 mantissa bits of each f32 operand, and no vendor promises
+          how: Hopper's wgmma drops the low 13 bits, and an H100 run leans -0.74 ulp of f32
+          toward zero (e2e/arch/f32_tf32_tensor_cores.mlir). The interpreter computes tf32
+          in full fp32, so there it rounds to nearest.
+        - Hopper's fast fp8 accumulation (dot_u_acc) truncates its ~14-bit partial sums:
+          -0.18 ulp of f32 on an H100 (e2e/arch/fp8_fast_accumulation_nvidia.mlir).
+        """
+        if self.interpreter and t.out_type.name == "bf16":
+            return f"{self.kind} casts fp32 to bf16 by truncation, not to nearest"
+        if use_dot and not self.interpreter and t.name == "f32" and input_precision != "ieee":
+            return f"a {input_precision} dot on {self.arch} does not round its f32 operands to nearest"
+        if use_dot and self.dot_u_acc(t, max_num_imprecise_acc) is not None:
+            return f"{self.arch}'s fast fp8 accumulation truncates its partial sums"
+        return None
 
     @property
     def max_warps(self) -> int:

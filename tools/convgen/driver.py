@@ -213,10 +213,12 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
     t0 = time.perf_counter()
     accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,
                                    be.dot_u_acc(p.dtype, cfg.max_num_imprecise_acc))
-    bias_check = be.rounds_to_nearest(p.dtype.out_type)
+    unchecked = be.bias_unchecked(p.dtype, use_dot, config.kernel.input_precision,
+                                  cfg.max_num_imprecise_acc)
+    bias_check = unchecked is None
     if not bias_check:
-        say(f"convgen: note: {be.kind} casts fp32 to {p.dtype.out_type.name} by truncation, not "
-            "to nearest: the bias check is off for this run (its means are still printed)")
+        say(f"convgen: note: {unchecked}: the bias check is off for this run "
+            "(its means are still printed)")
     outcome.verdict = verify.verify(out, outcome.ref, p.dtype.out_type, config.thresholds, accum,
                                     dim_names=_dim_names(p.writes), bias_check=bias_check,
                                     outside=guard.outside())
