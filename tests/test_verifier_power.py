@@ -17,12 +17,23 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.skipif(torch.cuda.is_available(),
                     reason="on a GPU the full harness runs instead (scripts/device-run power)")
 def test_every_mutant_is_killed_twice_and_nothing_cries_wolf(tmp_path):
-    out = tmp_path / "power.json"
+    out, state = tmp_path / "power.json", tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    p = subprocess.run([sys.executable, str(REPO / "scripts" / "verifier-power"), "--small",
-                        "--census", "150", "--workers", "2", "--json", str(out)],
-                       capture_output=True, text=True, env=env, timeout=2400)
+    command = [sys.executable, str(REPO / "scripts" / "verifier-power"), "--small", "--census", "150",
+               "--workers", "2", "--json", str(out), "--state", str(state)]
+    p = subprocess.run(command, capture_output=True, text=True, env=env, timeout=2400)
     report = json.loads(out.read_text()) if out.exists() else {}
     assert p.returncode == 0 and report.get("goals_met"), p.stdout[-3000:] + p.stderr[-2000:]
     assert report["killed"] == report["expressible"] >= 16
     assert report["false_alarms"] == 0 and report["seeds"] == 150
+
+    # Run again on the same state: every finished job is taken from it, not run again. A
+    # census row marked as a false alarm there must show up in the new report.
+    part = state / "census-part0.rows.json"
+    saved = json.loads(part.read_text())
+    saved["rows"][0]["bits"] = [0, 1, 1]
+    part.write_text(json.dumps(saved))
+    p = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    again = json.loads(out.read_text())
+    assert p.returncode == 1 and again["false_alarms"] == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    assert again["matrix"] == report["matrix"] and again["cases"] == report["cases"]
