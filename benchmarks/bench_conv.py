@@ -1,94 +1,278 @@
-"""Time the conv kernels on ResNet-50 layers against the vendor library (torch -> cuDNN/MIOpen).
+"""Time our Triton conv kernels against the vendor library (cuDNN; MIOpen on ROCm), side by side.
 
-Prints a table and writes JSON. Needs a GPU. Usage:
+Usage:
 
-    python benchmarks/bench_conv.py [--json out.json] [--types f16,bf16,f32] [--quick]
+    python benchmarks/bench_conv.py [--layers issue|resnet50|all] [--types f16,bf16]
+        [--directions fwd,bwd_data,bwd_weight] [--batch 256] [--path dot|fma] [--quick]
+        [--json out.json]
+
+One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
+with seed 1. Ours: the kernel convgen runs, in its default configuration
+(kernels/config.py). The vendor's: torch.ops.aten.convolution (fwd) and
+torch.ops.aten.convolution_backward with one output asked for (bwd_data, bwd_weight), on
+the same memory, with cudnn.benchmark on and tf32 off. Both are timed in this process, one
+after the other, as the median of triton.testing.do_bench. ratio = vendor ms / our ms:
+above 1, ours is faster. `--quick` keeps the first three layers and the first type.
+Prints a table and the geomeans; `--json` writes them with every row. Needs a GPU: without
+one it says so on one line and exits 2. docs/conv-benchmark.md: the method and the last
+measurement.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import shlex
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+
+
+def _tools() -> str:
+    """--tools DIR times the kernels of another source tree (an A/B of a kernel change, e.g.
+    the commit before it); read before convgen is imported."""
+    if "--tools" in sys.argv[:-1]:
+        return os.path.abspath(sys.argv[sys.argv.index("--tools") + 1])
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+
+
+sys.path.insert(0, _tools())
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
 from convgen.backend import current  # noqa: E402
 from convgen.dtypes import elem_type  # noqa: E402
 from convgen.inputs import empty_output, make_inputs  # noqa: E402
-from convgen.options import DataSpec  # noqa: E402
 from convgen.kernels.config import choose  # noqa: E402
 from convgen.kernels.launch import run_conv  # noqa: E402
-from convgen.models import RESNET50  # noqa: E402
+try:   # trees older than the refactor of issue 12 keep these elsewhere or lack them
+    from convgen.options import DataSpec  # noqa: E402
+    from convgen.kernels.launch import triton_failure  # noqa: E402
+except ImportError:
+    from convgen.inputs import DataSpec  # noqa: E402
+
+    def triton_failure(e):
+        return None
+
+
+def _models():
+    """This tree's layer lists (models.py), whichever tree's kernels are timed."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "convgen", "models.py")
+    spec = importlib.util.spec_from_file_location("bench_models", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_MODELS = _models()
+CONV_BENCH_LAYERS, RESNET50 = _MODELS.CONV_BENCH_LAYERS, _MODELS.RESNET50
 from convgen.problem import make_problem  # noqa: E402
 
 NHWC = {"filter": "kyxc", "input": "nhwc", "output": "nhwk"}
+LAYER_SETS = {"issue": CONV_BENCH_LAYERS, "resnet50": RESNET50,
+              "all": list(dict.fromkeys(CONV_BENCH_LAYERS + RESNET50))}
+# Types aten convolves on a GPU in the type itself (no int8 or fp8 convolution there)
+VENDOR_TYPES = ("f16", "bf16", "f32")
+
+# Dense peak TFLOPS from the vendors' datasheets, by the precision the products are made in:
+# f32 rows run IEEE on both sides (tf32 off), so their peak is the non-tensor f32 one; tf32
+# is listed for reading their distance to it. The first name that is a substring of
+# torch.cuda.get_device_name() wins: a part sold with lower clocks goes before its family's
+# name, with no figures (its % stays empty rather than wrong).
+PEAK_TFLOPS = [
+    ("H100 80GB HBM3", {"f16": 989.4, "bf16": 989.4, "tf32": 494.7, "f32": 66.9}),  # H100 SXM
+    ("H200 NVL", {}),
+    ("H200", {"f16": 989.4, "bf16": 989.4, "tf32": 494.7, "f32": 66.9}),
+    ("A100-SXM", {"f16": 312.0, "bf16": 312.0}),
+    ("MI300X", {"f16": 1307.4, "bf16": 1307.4}),
+    ("MI250X", {"f16": 383.0, "bf16": 383.0}),
+]
 
 
-def torch_op(p, t):
-    """The same convolution through torch (cuDNN); reshapes of the logical views stay views,
-    so torch sees the channels-last memory as is."""
-    kw = dict(stride=p.stride_h, padding=p.pad_h_l, groups=p.g)
+def peak_tflops(device_name: str, dtype: str) -> float | None:
+    for key, peaks in PEAK_TFLOPS:
+        if key in device_name:
+            return peaks.get(dtype)
+    return None
+
+
+def layer_label(layer) -> str:
+    """The issue's spelling: 3x3 64->64 56x56, 1x1 s2 256->128 56x56."""
+    c, k, hw, f, s, _pad, g = layer
+    return f"{f}x{f}{f' s{s}' if s > 1 else ''}{f' g{g}' if g > 1 else ''} {c}->{k} {hw}x{hw}"
+
+
+def nchw(t, shape):
+    """`t` (a logical view) as the 4-d tensor aten takes, channels-last in memory. For our
+    NHWC/KYXC memory it is a view (g is the outer part of the channels, so merging g with c
+    or k keeps the strides) and aten reads the very bytes our kernel reads; other layouts get
+    a channels-last copy, made here and not in the timed closure."""
+    return t.reshape(shape).contiguous(memory_format=torch.channels_last)
+
+
+def _padding(p) -> list[int]:
+    """aten pads both sides of a dimension alike. The left pad alone serves when it gives our
+    output size: then every output reads the same input rows, and rows past the input are
+    zero either way."""
+    pads = []
+    for size, left, taps, dil, stride, out in ((p.hi, p.pad_h_l, p.y, p.dil_h, p.stride_h, p.ho),
+                                               (p.wi, p.pad_w_l, p.x, p.dil_w, p.stride_w, p.wo)):
+        if (size + 2 * left - dil * (taps - 1) - 1) // stride + 1 != out:
+            raise ValueError(f"aten pads both sides alike, which cannot give {p.describe()}")
+        pads.append(left)
+    return pads
+
+
+def vendor_op(p, t):
+    """A closure that computes problem p's written tensor through aten, returned in aten's
+    (n, channels, h, w) shape, from the tensors `t` of make_inputs. The tensor
+    convolution_backward only takes the shape of (the input for bwd_data, the weight for
+    bwd_weight) is allocated here, once."""
+    aten = torch.ops.aten
+    geometry = ([p.stride_h, p.stride_w], _padding(p), [p.dil_h, p.dil_w], False, [0, 0], p.g)
+    x_shape = (p.n, p.g * p.c, p.hi, p.wi)
+    w_shape = (p.g * p.k, p.c, p.y, p.x)
     if p.direction.name == "fwd":
-        x = t["input"].reshape(p.n, p.g * p.c, p.hi, p.wi)
-        w = t["filter"].reshape(p.g * p.k, p.c, p.y, p.x)
-        return lambda: F.conv2d(x, w, **kw)
+        x, w = nchw(t["input"], x_shape), nchw(t["filter"], w_shape)
+        return lambda: aten.convolution(x, w, None, *geometry)
+    dy = nchw(t["output"], (p.n, p.g * p.k, p.ho, p.wo))
     if p.direction.name == "bwd_data":
-        dy = t["output"].reshape(p.n, p.g * p.k, p.ho, p.wo)
-        w = t["filter"].reshape(p.g * p.k, p.c, p.y, p.x)
-        return lambda: torch.nn.grad.conv2d_input((p.n, p.g * p.c, p.hi, p.wi), w, dy, **kw)
-    x = t["input"].reshape(p.n, p.g * p.c, p.hi, p.wi)
-    dy = t["output"].reshape(p.n, p.g * p.k, p.ho, p.wo)
-    return lambda: torch.nn.grad.conv2d_weight(x, (p.g * p.k, p.c, p.y, p.x), dy, **kw)
+        w = nchw(t["filter"], w_shape)
+        x = torch.empty(x_shape, dtype=w.dtype, device=w.device, memory_format=torch.channels_last)
+        return lambda: aten.convolution_backward(dy, x, w, None, *geometry, [True, False, False])[0]
+    x = nchw(t["input"], x_shape)
+    w = torch.empty(w_shape, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    return lambda: aten.convolution_backward(dy, x, w, None, *geometry, [False, True, False])[1]
 
 
-def bench_one(direction, dtype, layer, batch, use_dot):
+def _median_ms(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def bench_one(layer, direction, dtype, batch, use_dot, be, device_name) -> dict:
     c, k, hw, f, s, pad, g = layer
     p = make_problem(direction=direction, dtype=elem_type(dtype), n=batch, g=g, c_total=c,
                      k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), pad=(pad,) * 4, layouts=NHWC)
-    be = current()
-    t = make_inputs(p, DataSpec(seed=1), "cuda")
-    out = empty_output(p, "cuda")
+    t = make_inputs(p, DataSpec(seed=1), be.torch_device)
+    out = empty_output(p, be.torch_device)
     cfg = choose(p, be, use_dot, None)
-    ms = triton.testing.do_bench(lambda: run_conv(p, t, out, cfg, use_dot, be), warmup=25, rep=100,
-                                 return_mode="median")
-    ref_ms = triton.testing.do_bench(torch_op(p, t), warmup=25, rep=100, return_mode="median")
-    tflops = p.flops / ms / 1e9
-    return {"direction": direction, "dtype": dtype, "layer": f"C{c} K{k} {hw}x{hw} {f}x{f}/s{s}",
-            "batch": batch, "path": "dot" if use_dot else "fma", "config": cfg.describe(),
-            "ms": ms, "tflops": tflops, "torch_ms": ref_ms, "vs_torch": ref_ms / ms}
+    row = {"layer": layer_label(layer), "shape": list(layer), "direction": direction,
+           "dtype": dtype, "batch": batch, "path": "dot" if use_dot else "fma",
+           "config": cfg.describe(), "flops": p.flops}
+
+    def ours():
+        run_conv(p, t, out, cfg, use_dot, be)
+
+    try:
+        ours()   # compiles; a configuration this GPU cannot run fails here
+        torch.cuda.synchronize()
+    except Exception as e:   # noqa: BLE001 - only Triton's config failures are recorded
+        why = triton_failure(e)
+        if why is None:
+            raise
+        return {**row, "error": why}
+    vendor = vendor_op(p, t)
+    our_ms, vendor_ms = _median_ms(ours), _median_ms(vendor)
+    # the GPU-side proof that both compute one convolution (tests/test_bench_conv.py is the CPU one)
+    theirs = vendor().float()
+    diff = (out.reshape(theirs.shape).float() - theirs).abs().max() / theirs.abs().max()
+    peak = peak_tflops(device_name, dtype)
+    our_tflops = p.flops / our_ms / 1e9
+    return {**row, "our_ms": our_ms, "vendor_ms": vendor_ms, "ratio": vendor_ms / our_ms,
+            "our_tflops": our_tflops, "vendor_tflops": p.flops / vendor_ms / 1e9,
+            "our_pct_peak": None if peak is None else 100 * our_tflops / peak,
+            "max_rel_diff": diff.item()}
+
+
+def _geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summarize(rows) -> dict:
+    """Geomeans of the ratios (vendor ms / our ms) per direction and per direction and type,
+    each direction's lowest ratio with its layer, and how many rows failed; a failed row
+    counts in no geomean."""
+    timed = [r for r in rows if "error" not in r]
+    summary = {"geomean": {}, "geomean_by_type": {}, "lowest": {}, "errors": len(rows) - len(timed)}
+    for d in dict.fromkeys(r["direction"] for r in timed):
+        mine = [r for r in timed if r["direction"] == d]
+        summary["geomean"][d] = _geomean(r["ratio"] for r in mine)
+        summary["geomean_by_type"][d] = {
+            dt: _geomean(r["ratio"] for r in mine if r["dtype"] == dt)
+            for dt in dict.fromkeys(r["dtype"] for r in mine)}
+        low = min(mine, key=lambda r: r["ratio"])
+        summary["lowest"][d] = {"ratio": low["ratio"], "layer": low["layer"], "dtype": low["dtype"]}
+    return summary
+
+
+def print_report(head: dict, rows, summary) -> None:
+    print(f"device: {head['device']}, torch {head['torch']}, triton {head['triton']}, "
+          f"cudnn {head['cudnn']}")
+    print(f"command: {head['command']}")
+    print("ratio = vendor ms / our ms (above 1: ours is faster)")
+    print(f"{'layer':24} {'dir':10} {'type':5} {'our ms':>8} {'vend ms':>8} {'ratio':>6} "
+          f"{'our TF':>7} {'vend TF':>7} {'%peak':>6} {'diff':>7}  config")
+    for r in rows:
+        lead = f"{r['layer']:24} {r['direction']:10} {r['dtype']:5}"
+        if "error" in r:
+            print(f"{lead} error: {r['error']}  config {r['config']}")
+            continue
+        pct = "-" if r["our_pct_peak"] is None else f"{r['our_pct_peak']:.1f}"
+        print(f"{lead} {r['our_ms']:8.3f} {r['vendor_ms']:8.3f} {r['ratio']:6.2f} "
+              f"{r['our_tflops']:7.1f} {r['vendor_tflops']:7.1f} {pct:>6} "
+              f"{r['max_rel_diff']:7.1e}  {r['config']}")
+    for d, g in summary["geomean"].items():
+        per_type = ", ".join(f"{dt} {v:.2f}x" for dt, v in summary["geomean_by_type"][d].items())
+        low = summary["lowest"][d]
+        print(f"geomean {d}: {g:.2f}x ({per_type}); lowest {low['ratio']:.2f}x "
+              f"{low['layer']} {low['dtype']}")
+    if summary["errors"]:
+        print(f"{summary['errors']} row(s) could not run our kernel (in no geomean)")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default="bench_conv.json")
-    ap.add_argument("--types", default="f16,bf16,f32")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", choices=sorted(LAYER_SETS), default="issue")
+    ap.add_argument("--types", default="f16,bf16", help=f"comma-separated, of {', '.join(VENDOR_TYPES)}")
     ap.add_argument("--directions", default="fwd,bwd_data,bwd_weight")
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--quick", action="store_true", help="four layers only")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--path", choices=("dot", "fma"), default="dot",
+                    help="our kernel's matrix-core (dot) or FMA path")
+    ap.add_argument("--quick", action="store_true", help="the first three layers, the first type")
+    ap.add_argument("--json", metavar="PATH", help="write the rows and geomeans here")
+    ap.add_argument("--tools", metavar="DIR", help="time the kernels of this tools/ folder instead "
+                    "(another tree's, for an A/B of a kernel change)")
     args = ap.parse_args()
+    types = args.types.split(",")
+    directions = args.directions.split(",")
+    for dt in types:
+        if dt not in VENDOR_TYPES:
+            ap.error(f"--types: {dt} is not one of {', '.join(VENDOR_TYPES)}")
+    for d in directions:
+        if d not in ("fwd", "bwd_data", "bwd_weight"):
+            ap.error(f"--directions: {d} is not fwd, bwd_data or bwd_weight")
     if not torch.cuda.is_available():
-        sys.exit("bench_conv: needs a GPU")
-    torch.backends.cudnn.allow_tf32 = False  # compare ieee fp32 with ieee fp32
-    layers = RESNET50[1:5] + RESNET50[10:11] if args.quick else RESNET50
-    rows = []
-    for d in args.directions.split(","):
-        for dt in args.types.split(","):
-            for layer in layers:
-                rows.append(bench_one(d, dt, layer, args.batch, True))
-    dev = torch.cuda.get_device_name()
-    print(f"device: {dev}, torch {torch.__version__}, triton {triton.__version__}")
-    print(f"{'dir':10} {'type':5} {'layer':28} {'ms':>8} {'TFLOP/s':>8} {'torch ms':>9} {'x torch':>8}")
-    for r in rows:
-        print(f"{r['direction']:10} {r['dtype']:5} {r['layer']:28} {r['ms']:8.3f} {r['tflops']:8.1f} "
-              f"{r['torch_ms']:9.3f} {r['vs_torch']:8.2f}")
-    with open(args.json, "w") as f:
-        json.dump({"device": dev, "torch": torch.__version__, "triton": triton.__version__,
-                   "rows": rows}, f, indent=1)
+        print("bench_conv: needs a GPU", file=sys.stderr)
+        sys.exit(2)
+    layers = LAYER_SETS[args.layers]
+    if args.quick:
+        layers, types = layers[:3], types[:1]
+    torch.backends.cudnn.benchmark = True      # the vendor's fastest algorithm per shape
+    torch.backends.cudnn.allow_tf32 = False    # IEEE f32 against our IEEE f32
+    be = current()
+    device_name = torch.cuda.get_device_name()
+    rows = [bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name)
+            for d in directions for dt in types for layer in layers]
+    head = {"device": device_name, "torch": torch.__version__, "triton": triton.__version__,
+            "cudnn": torch.backends.cudnn.version(), "command": shlex.join(["python", *sys.argv])}
+    summary = summarize(rows)
+    print_report(head, rows, summary)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**head, **summary, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

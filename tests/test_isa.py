@@ -126,3 +126,57 @@ def test_fp8_claims_compile_and_reach_matrix_cores(survey, target):
                 assert any(native in i for i in row["matrix"]), row
         elif row["path"] == "fma":
             assert row["matrix"] == [] and row["fma"], row
+
+
+# ---- load widths ----------------------------------------------------------------------
+
+LOAD_TARGETS = ["sm90", "gfx90a", "gfx942"]
+
+
+@pytest.fixture(scope="module")
+def loads():
+    """`python -m convgen.kernels.isa --loads`, parsed: {(direction, target): counts}."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "convgen.kernels.isa", "--loads",
+                           "--targets", ",".join(LOAD_TARGETS)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = {}
+    for line in proc.stdout.splitlines():
+        direction, target, *counts = line.split()
+        out[direction, target] = {k: int(v) for k, v in (c.split("=") for c in counts)}
+    return out
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+@pytest.mark.parametrize("target", LOAD_TARGETS)
+def test_channels_last_loads_are_16_bytes_wide(loads, direction, target):
+    # taps outside, channel blocks inside: each load is a contiguous run of channels
+    row = loads[direction, target]
+    assert row["narrow"] == 0 and row["wide"] > 0, row
+    if target == "sm90":   # the loads feed the software pipeline through cp.async
+        assert row["async"] == row["wide"], row
+
+
+def test_load_counting_reads_each_form():
+    from convgen.kernels.isa import count_loads
+    ptx = """
+        ld.global.b16 %rs1, [%rd1];
+        @%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd2 + 0 ];
+        ld.global.L1::evict_last.v2.b32 { %r5, %r6 }, [ %rd3 + 0 ];
+        cp.async.cg.shared.global [ %r74 + 0 ], [ %rd14 + 0 ], 0x10, %r75;
+        cp.async.ca.shared.global [ %r76 + 0 ], [ %rd15 + 0 ], 4, %r77;
+        cp.async.commit_group;
+        cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4];
+        st.global.v4.b32 [ %rd9 + 0 ], { %r1, %r2, %r3, %r4 };
+    """
+    assert count_loads(ptx, "cuda") == {"wide": 3, "narrow": 3, "async": 3}
+    amdgcn = """
+        global_load_dwordx4 v[0:3], v[4:5], off
+        global_load_ushort v1, v[2:3], off
+        buffer_load_dwordx4 v[6:9], v10, s[0:3], 0 offen
+        buffer_load_dword v11, v12, s[4:7], 0 offen lds
+        global_store_dwordx4 v[4:5], v[0:3], off
+    """
+    assert count_loads(amdgcn, "hip") == {"wide": 2, "narrow": 2, "async": 1}

@@ -115,3 +115,29 @@ def test_bwd_weight_split_is_deterministic():
     first, _ = _run(p, True, {"split": 4})
     again, _ = _run(p, True, {"split": 4})
     assert torch.equal(first, again)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_flops_count_each_forward_product_once(direction):
+    # 1x1 stride-2 256->128 at 56x56, batch 2: 2 * N * K * C * Ho * Wo * Y * X in every
+    # direction; bwd_data's GEMM shape (every input pixel) would count 4x as many
+    p = make_problem(direction=direction, dtype=elem_type("f16"), n=2, g=1, c_total=256,
+                     k_total=128, hi=56, wi=56, y=1, x=1, stride=(2, 2))
+    assert p.flops == 2 * 2 * 128 * 256 * 28 * 28
+    g = make_problem(direction=direction, dtype=elem_type("f16"), n=3, g=4, c_total=8,
+                     k_total=12, hi=7, wi=5, y=3, x=2, pad=(1, 1, 0, 0))
+    assert g.flops == 2 * 3 * 12 * (8 // 4) * 7 * 4 * 3 * 2
+
+
+@pytest.mark.parametrize("group_m", [1, 3, 8])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_tile_order_covers_every_tile_once(direction, group_m):
+    # 16x16 tiles over a GEMM of several tile rows and columns, whose row count is no
+    # multiple of group_m: the last group is partial, and every tile must still be written
+    # exactly once (an unwritten one stays NaN, a doubled one is still right, so the
+    # channel blocks of several K steps and 3 taps make a wrong tile visible too)
+    p = make_problem(direction=direction, dtype=elem_type("f32"), n=3, g=2, c_total=2 * 37,
+                     k_total=2 * 41, hi=9, wi=7, y=3, x=1, stride=(2, 1), pad=(1, 1, 0, 0),
+                     layouts=LAYOUTS["nhwc"])
+    out, ref = _run(p, True, {"block_m": 16, "block_n": 16, "block_k": 16, "group_m": group_m})
+    _check(p, out, ref)

@@ -86,6 +86,14 @@ class Backend:
             return f"{self.arch}'s fast fp8 accumulation truncates its partial sums"
         return None
 
+    def device_name(self) -> str:
+        """The GPU's marketing name (the tuning database's key holds it: two parts of one arch
+        differ in SMs and clocks); the backend's kind without a GPU."""
+        if self.interpreter:
+            return self.kind
+        import torch
+        return torch.cuda.get_device_name()
+
     @property
     def max_warps(self) -> int:
         """The most warps (wavefronts) one program may have."""

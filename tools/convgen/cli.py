@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -198,6 +199,10 @@ _MIOPEN_LETTERS = {
 }
 
 
+def _tuning_db(text: str) -> str | None:
+    return None if text.lower() == "none" else text
+
+
 def _miopen_layout(tensor: str) -> Callable[[str], str]:
     letters = _MIOPEN_LETTERS[tensor]
 
@@ -332,6 +337,10 @@ _COMMON = (
          "chosen from the problem"),
         ("input_precision", "input_precision", _words("ieee", "tf32", "tf32x3"),
          "precision of f32 matrix-core dots", "ieee"),
+        ("tuning_db", "tuning_db", _tuning_db,
+         "the tuning database a run without -perf_config takes its config from (the fastest "
+         "measured for exactly this problem on this device); none: today's rule only",
+         "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
         ("flush_subnormals", "flush_subnormals", _switch(),
          "zero the kernel's subnormal inputs first (how MI200 matrix cores read fp16/bf16)",
          "off"),
@@ -608,7 +617,8 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
         kernel=KernelOptions(use_matrix_cores=v.get("matrix_cores", False),
                              perf_config=v.get("perf_config", ()),
                              input_precision=v.get("input_precision", "ieee"),
-                             flush_subnormals=v.get("flush_subnormals", False)),
+                             flush_subnormals=v.get("flush_subnormals", False),
+                             tuning_db=v.get("tuning_db", "")),
         reference=ReferenceOptions(validator=validator,
                                    accumulate=v.get("ref_accumulate"),
                                    flush_subnormals=v.get("ref_flush_subnormals", False)),
@@ -777,6 +787,87 @@ def parse_compare(argv: list[str]):
                          json_path=v.get("json"))
 
 
+# ---- convgen tune -------------------------------------------------------------------------
+
+TUNE_USAGE = """usage: convgen tune [--db PATH] [--max-configs N] [--jobs N] PROBLEM
+       PROBLEM: one problem's convgen flags (as in a test), or
+                --lines FILE (one flag set per line; # comments), or
+                --layers issue|resnet50 [--batch 1,32,256] [--types f16,bf16]
+                         [--directions fwd,bwd_data,bwd_weight]
+
+Measures every kernel config of the tuning space (kernels/config.py) on this device for
+each problem, checks the fastest with the reference, and records all of it in the tuning
+database (default: $CONVGEN_TUNING_DB, else tuning/tuning.sqlite). A run without
+-perf_config then takes the database's best. An interrupted run resumes.
+"""
+_TUNE_OPTIONS = {"--db": str, "--max-configs": int, "--jobs": int, "--lines": str,
+                 "--layers": str, "--batch": str, "--types": str, "--directions": str,
+                 "--allow-cpu": None}
+_DIRECTION_OPERATION = {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
+                        "bwd_weight": "conv2d_bwd_weight"}
+
+
+def parse_tune(argv: list[str]) -> dict:
+    """{"configs": [RunConfig, ...], "db": path, "max_configs", "jobs", "allow_cpu"}."""
+    from convgen import models
+    from convgen.kernels.config import DEFAULT_DB
+    opts, rest, i = {}, [], 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name in _TUNE_OPTIONS:
+            kind = _TUNE_OPTIONS[name]
+            if kind is None:
+                opts[name] = True
+            else:
+                if not eq:
+                    i += 1
+                    if i >= len(argv):
+                        raise ConvgenError(f"{name} needs a value")
+                    value = argv[i]
+                try:
+                    opts[name] = kind(value)
+                except ValueError:
+                    raise ConvgenError(f"{name}: '{value}' is not {'an integer' if kind is int else 'valid'}") from None
+        else:
+            rest.append(argv[i])
+        i += 1
+    flag_sets = []
+    if "--lines" in opts:
+        try:
+            with open(opts["--lines"]) as f:
+                flag_sets += [shlex.split(line.split("|")[0]) for line in f
+                              if line.strip() and not line.lstrip().startswith("#")]
+        except OSError as e:
+            raise ConvgenError(f"--lines: cannot read '{opts['--lines']}': {e.strerror}") from None
+    if "--layers" in opts:
+        layers = {"issue": models.CONV_BENCH_LAYERS, "resnet50": models.RESNET50}.get(opts["--layers"])
+        if layers is None:
+            raise ConvgenError(f"--layers: '{opts['--layers']}' is not issue or resnet50")
+        for d in opts.get("--directions", "fwd,bwd_data,bwd_weight").split(","):
+            if d not in _DIRECTION_OPERATION:
+                raise ConvgenError(f"--directions: unknown direction '{d}'")
+            for t in opts.get("--types", "f16,bf16").split(","):
+                for b in opts.get("--batch", "256").split(","):
+                    for layer in layers:
+                        flag_sets.append(["--operation", _DIRECTION_OPERATION[d], "-t", t,
+                                          *layer_args(layer, int(b)), "-in_layout=nhwc",
+                                          "-fil_layout=kyxc", "-out_layout=nhwk"])
+    if rest:
+        flag_sets.append(rest)
+    if not flag_sets:
+        raise ConvgenError("no problem to tune: give a problem's flags, --lines or --layers")
+    configs = []
+    for words in flag_sets:
+        words = [w for w in words if w not in ("convgen", "%convgen", "rocmlir-gen")]
+        try:
+            configs.append(parse(words + ["-x2"]))
+        except ConvgenError as e:
+            raise _named(e, words) from None
+    return {"configs": configs, "db": opts.get("--db") or os.environ.get("CONVGEN_TUNING_DB") or DEFAULT_DB,
+            "max_configs": opts.get("--max-configs"), "jobs": opts.get("--jobs"),
+            "allow_cpu": opts.get("--allow-cpu", False)}
+
+
 # ---- what other tools need spelled --------------------------------------------------------
 
 def layer_args(layer, batch: int) -> list[str]:
@@ -874,6 +965,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         wants_help = any(a in ("-h", "-help", "--help") for a in argv)
+        if argv and argv[0] == "tune":
+            if wants_help:
+                print(TUNE_USAGE, end="")
+                return 0
+            from convgen.tune import report_tuning, tune
+            args = parse_tune(argv[1:])
+            return report_tuning(tune(args["configs"], args["db"], args["jobs"],
+                                      args["max_configs"], args["allow_cpu"]), args["db"])
         if argv and argv[0] == "compare":
             if wants_help:
                 print(usage(COMPARE_FLAGS), end="")

@@ -32,10 +32,12 @@ class Direction:
     writes: str                  # C: the tensor it writes
     gemm_dims: tuple             # (M, N, R) as words, for people
     gemm: Callable               # problem -> (M, N, R) per group
-    # The tensor whose channel dimension the kernel's inner index walks, and that
-    # dimension's letter: walking it innermost reads contiguous memory when the tensor
-    # is channels-last (kernels/launch.channels_fastest).
-    channel_walk: tuple
+    # The N extent one output tile spans: bwd_weight's tiles each cover one filter tap's
+    # channels, so its tile sizes follow c, not c*y*x.
+    tile_n: Callable
+    # The reduction extent one loop of the kernel walks in BLOCK_K steps: the channels of one
+    # filter tap (fwd, bwd_data), the output pixels (bwd_weight).
+    tile_k: Callable
     splits_reduction: bool       # the kernel may split R over programs (split-K)
     kernel: str                  # "module:function" building the launch (kernels/launch.py)
     cpu_reference: str           # "module:object" with per_sample() and compute()
@@ -54,7 +56,7 @@ FWD = Direction(
     "fwd", "forward: output = input * filter",
     reads=("input", "filter"), writes="output", gemm_dims=("n*ho*wo", "k", "c*y*x"),
     gemm=lambda p: (p.n * p.ho * p.wo, p.k, p.c * p.y * p.x),
-    channel_walk=("input", "c"), splits_reduction=False,
+    tile_n=lambda p: p.k, tile_k=lambda p: p.c, splits_reduction=False,
     kernel="convgen.kernels.conv_fwd:launch_spec",
     cpu_reference="convgen.reference:FWD",
     gpu_reference="convgen.kernels.gpu_reference:conv_ref_fwd_kernel")
@@ -62,7 +64,7 @@ BWD_DATA = Direction(
     "bwd_data", "backward data: input gradient from the output gradient and the filter",
     reads=("output", "filter"), writes="input", gemm_dims=("n*hi*wi", "c", "k*y*x"),
     gemm=lambda p: (p.n * p.hi * p.wi, p.c, p.k * p.y * p.x),
-    channel_walk=("output", "k"), splits_reduction=False,
+    tile_n=lambda p: p.c, tile_k=lambda p: p.k, splits_reduction=False,
     kernel="convgen.kernels.conv_bwd_data:launch_spec",
     cpu_reference="convgen.reference:BWD_DATA",
     gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_data_kernel")
@@ -70,7 +72,7 @@ BWD_WEIGHT = Direction(
     "bwd_weight", "backward weight: filter gradient from the input and the output gradient",
     reads=("input", "output"), writes="filter", gemm_dims=("k", "c*y*x", "n*ho*wo"),
     gemm=lambda p: (p.k, p.c * p.y * p.x, p.n * p.ho * p.wo),
-    channel_walk=("input", "c"), splits_reduction=True,
+    tile_n=lambda p: p.c, tile_k=lambda p: p.n * p.ho * p.wo, splits_reduction=True,
     kernel="convgen.kernels.conv_bwd_weight:launch_spec",
     cpu_reference="convgen.reference:BWD_WEIGHT",
     gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_weight_kernel")

@@ -118,25 +118,6 @@ def _interpreter_estimate(p, cfg, use_dot: bool) -> float:
     return programs * steps * INTERPRETER_STEP_S
 
 
-def _triton_failure(e: BaseException) -> str | None:
-    """One line for a compile or resource failure of Triton's; None for anything else."""
-    try:
-        from triton.compiler.errors import CompilationError
-        from triton.runtime.errors import OutOfResources
-    except ImportError:   # pragma: no cover - every supported Triton has both
-        return None
-    if isinstance(e, OutOfResources):
-        return (f"it needs {e.required} bytes of {e.name}, the hardware limit is {e.limit}; "
-                "smaller blocks or fewer stages fit")
-    if isinstance(e, CompilationError):
-        # str(e) is "at L:C:", the source, then the reason; error_message is the reason
-        reason = getattr(e, "error_message", None) or str(e).strip().splitlines()[-1]
-        return f"Triton could not compile it: {' '.join(str(reason).split())}"
-    if isinstance(e, RuntimeError) and str(e).startswith("Triton Error"):
-        return str(e).splitlines()[0]
-    return None
-
-
 @dataclass
 class Outcome:
     """What one run produced; `verdict` is None when no validation was asked for."""
@@ -158,7 +139,7 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
 
     from convgen import inputs, verify
     from convgen.kernels import config as kconfig
-    from convgen.kernels.launch import run_conv
+    from convgen.kernels.launch import run_conv, triton_failure
 
     p = config.problem
     why = be.type_unsupported(p.dtype)
@@ -166,11 +147,12 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
         raise ConvgenError(why, field="type")
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
-    cfg = kconfig.choose(p, be, use_dot, config.kernel.config_overrides)
+    cfg, source = kconfig.select(p, be, use_dot, config.kernel.config_overrides,
+                                 config.kernel.tuning_db)
     _check_memory(config, cfg, be)
     say(f"convgen: {p.describe()}")
     say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
-        f"config {cfg.describe()}, data {config.data.describe()}")
+        f"config {cfg.describe()} ({source}), data {config.data.describe()}")
     if be.interpreter:
         est = _interpreter_estimate(p, cfg, use_dot)
         if est > INTERPRETER_NOTE_S:
@@ -192,7 +174,7 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
         if device != "cpu":
             torch.cuda.synchronize()
     except Exception as e:   # noqa: BLE001 - only Triton's config failures are translated
-        why = _triton_failure(e)
+        why = triton_failure(e)
         if why is None:
             raise
         given = bool(config.kernel.perf_config)

@@ -35,3 +35,11 @@ def layer_name(layer) -> str:
     if g > 1:
         name += f"_g{g}"
     return name
+
+# The conv benchmark's default set (benchmarks/bench_conv.py --layers issue): the seven
+# layers the fairness issue measured against cuDNN, 1x1, 3x3 and 7x7, strided or not.
+CONV_BENCH_LAYERS = [
+    (64, 64, 56, 1, 1, 0, 1), (64, 64, 56, 3, 1, 1, 1), (256, 128, 56, 1, 2, 0, 1),
+    (128, 128, 28, 3, 1, 1, 1), (256, 256, 14, 3, 1, 1, 1), (3, 64, 224, 7, 2, 3, 1),
+    (1024, 2048, 14, 1, 2, 0, 1),
+]

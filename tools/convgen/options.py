@@ -41,6 +41,7 @@ class KernelOptions:
     perf_config: tuple = ()                 # ((field, value), ...) over the default config
     input_precision: str = "ieee"           # fp32 tl.dot precision: ieee | tf32 | tf32x3
     flush_subnormals: bool = False          # zero subnormal inputs first (MI200 behaviour)
+    tuning_db: str | None = ""              # "": the default database; None: none
 
     @property
     def config_overrides(self) -> dict:

@@ -124,8 +124,11 @@ class ConvProblem:
 
     @property
     def flops(self) -> int:
-        m, n, r = self.gemm
-        return 2 * self.g * m * n * r
+        """Useful multiply-adds times two, the same for all three directions: each product of
+        the forward convolution is made once. (bwd_data's GEMM shape counts every input
+        pixel against the whole filter, about stride_h*stride_w times too many for a strided
+        problem, whose taps the kernel skips.)"""
+        return 2 * self.n * self.g * self.k * self.c * self.ho * self.wo * self.y * self.x
 
     def describe(self) -> str:
         lay = self.layouts

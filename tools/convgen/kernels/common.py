@@ -1,5 +1,5 @@
-"""Pieces the three conv kernels share: the multiply-accumulate of one tile and the
-split of a flat GEMM index into three tensor coordinates.
+"""Pieces the three conv kernels share: the order of output tiles, the multiply-accumulate
+of one tile and the split of a flat GEMM index into three tensor coordinates.
 
 USE_DOT picks the matrix-core path (`tl.dot`) or the FMA path (BLOCK_K = 1 tiles and
 `acc += a * b`: a rank-1 update per reduction step, which Triton cannot turn into a
@@ -49,3 +49,18 @@ def split3(i, D1, D2, FIRST_FASTEST: tl.constexpr, D0):
         i1 = t % D1
         i0 = t // D1
     return i0, i1, i2
+
+
+@triton.jit
+def tile_ids(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of a flat program id, walking GROUP_M tile rows together column by
+    column (Triton's matmul tutorial): programs that run at the same time share A rows and
+    B columns in L2. GROUP_M = 1 is plain row-major order."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * num_n
+    first_m = (pid // in_group) * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % size_m
+    pid_n = (pid % in_group) // size_m
+    return pid_m, pid_n

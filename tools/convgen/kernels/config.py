@@ -6,6 +6,7 @@ A configuration's fields:
     block_m, block_n, block_k   the tile: GEMM rows, columns, reduction step
     num_warps, num_stages       warps per program; software-pipelining depth
     split                       bwd_weight: the reduction split over this many programs
+    group_m                     output tiles walked GROUP_M tile rows at a time (L2 reuse)
     waves_per_eu, matrix_instr_nonkdim, kpack
                                 AMD compile options, used only on a HIP backend
     max_num_imprecise_acc       fp8 dots: how many products NVIDIA's fp8 units may sum at
@@ -23,6 +24,7 @@ text into a dict of fields (`overrides`); `choose` applies it to the default.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields, replace
 
 from convgen.backend import Backend
@@ -38,6 +40,7 @@ class KernelConfig:
     num_warps: int = 4
     num_stages: int = 2
     split: int = 1
+    group_m: int = 8
     waves_per_eu: int | None = None
     matrix_instr_nonkdim: int | None = None
     kpack: int | None = None
@@ -64,6 +67,7 @@ MAX_BLOCK_MN = 512
 MAX_BLOCK_K = 256
 MAX_STAGES = 8
 MAX_SPLIT = 1024
+MAX_GROUP_M = 64
 # matrix_instr_nonkdim and kpack take only these values in Triton's HIP backend
 AMD_CHOICES = {"matrix_instr_nonkdim": (0, 4, 16, 32), "kpack": (1, 2)}
 MAX_WAVES_PER_EU = 16
@@ -100,6 +104,8 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
         raise _bad(f"num_stages={cfg.num_stages} must be from 1 to {MAX_STAGES}")
     if not 1 <= cfg.split <= MAX_SPLIT:
         raise _bad(f"split={cfg.split} must be from 1 to {MAX_SPLIT}")
+    if not 1 <= cfg.group_m <= MAX_GROUP_M:
+        raise _bad(f"group_m={cfg.group_m} must be from 1 to {MAX_GROUP_M}")
     if cfg.split > 1 and not problem.direction.splits_reduction:
         raise _bad(f"split={cfg.split} applies to bwd_weight only")
     for name, choices in AMD_CHOICES.items():
@@ -115,20 +121,23 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
 
 
 def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> KernelConfig:
-    m, n, r = problem.gemm
+    m, _, _ = problem.gemm
+    n = problem.direction.tile_n(problem)
+    k = problem.direction.tile_k(problem)
     if backend.interpreter:
         # The interpreter pays per program and per loop step, not per element:
         # few, large tiles.
         return KernelConfig(block_m=min(256, max(16, _next_pow2(m))),
                             block_n=min(128, max(16, _next_pow2(n))),
-                            block_k=min(64, max(min_block_k(problem), _next_pow2(r))) if use_dot else 1,
+                            block_k=min(64, max(min_block_k(problem), _next_pow2(k))) if use_dot else 1,
                             num_warps=4, num_stages=1, split=1)
     bn = 128 if n >= 128 else max(16, _next_pow2(n))
     bm = 128 if m >= 128 else max(16, _next_pow2(m))
     if not use_dot:
         return KernelConfig(block_m=min(bm, 64), block_n=min(bn, 64), block_k=1,
                             num_warps=4, num_stages=1, split=_split(problem, bm, bn))
-    bk = 64 if problem.dtype.bits <= 16 else 32
+    # a channel block no wider than the channels (the C = 3 stem wastes less)
+    bk = min(64 if problem.dtype.bits <= 16 else 32, max(min_block_k(problem), _next_pow2(k)))
     cfg = KernelConfig(block_m=bm, block_n=bn, block_k=bk,
                        num_warps=8 if bm * bn >= 128 * 128 else 4,
                        num_stages=2 if backend.is_hip else 3,
@@ -148,10 +157,92 @@ def _split(problem: ConvProblem, bm: int, bn: int) -> int:
     """bwd_weight: enough programs to fill ~a GPU, with each part at least a few tiles deep."""
     if not problem.direction.splits_reduction:
         return 1
-    m, n, r = problem.gemm
-    tiles = -(-m // bm) * -(-n // bn) * problem.g
+    m, _, r = problem.gemm
+    # each tap's channels are tiled on their own (conv_bwd_weight)
+    tiles = -(-m // bm) * problem.y * problem.x * -(-problem.direction.tile_n(problem) // bn) * problem.g
     want = max(1, 256 // max(1, tiles))
     return max(1, min(want, r // 1024, 64))
+
+
+# The tuning space (convgen tune): tiles, reduction step, pipeline depth, and bwd_weight's
+# split. Warps follow the tile (8 from 128x128 up), as in the default rule; a tile much
+# larger than the problem's GEMM is left out.
+SPACE_MN = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+SPACE_K = (32, 64)
+SPACE_STAGES = {"cuda": (3, 4), "hip": (2,), "interpreter": (1,)}
+SPACE_SPLIT = (1, 4, 16)
+
+
+def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
+    """The matrix-core configs `convgen tune` measures for a problem on a backend, in a fixed
+    order (the default rule's config first). AMD fields come from the default rule."""
+    m, _, r = problem.gemm
+    n = problem.direction.tile_n(problem)
+    base = choose(problem, backend, True)
+    out = [base]
+    for bm, bn in SPACE_MN:
+        if bm > max(64, _next_pow2(m)) or bn > max(64, _next_pow2(n)):
+            continue
+        for bk in SPACE_K:
+            if bk < min_block_k(problem):
+                continue
+            for stages in SPACE_STAGES[backend.kind]:
+                for split in (SPACE_SPLIT if problem.direction.splits_reduction else (1,)):
+                    if split > 1 and r // split < 4 * bk:
+                        continue
+                    cfg = replace(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
+                                  num_warps=8 if bm * bn >= 128 * 128 else 4, split=split)
+                    if cfg not in out:
+                        out.append(cfg)
+    return out
+
+
+def from_text(text: str) -> dict:
+    """The fields of KernelConfig.describe()'s text (how the tuning database stores a config)."""
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if name not in FIELDS:
+            raise ConvgenError(f"unknown kernel config field '{name}' in '{text}'")
+        out[name] = int(value)
+    return out
+
+
+DEFAULT_DB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                          "tuning", "tuning.sqlite")
+
+
+def database_path(given: str | None) -> str | None:
+    """The tuning database a run reads: the one given, else $CONVGEN_TUNING_DB, else the
+    repository's tuning/tuning.sqlite when it exists; None for none."""
+    if given is None:
+        return None
+    path = given or os.environ.get("CONVGEN_TUNING_DB") or DEFAULT_DB
+    if not given and not os.path.exists(path):
+        return None
+    return os.path.normpath(path)
+
+
+def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dict | None,
+           db_path: str | None) -> tuple[KernelConfig, str]:
+    """(the config to run, where it came from). Fields given on the command line force a
+    config over today's rule; without them the tuning database's best for exactly this problem on this
+    device (arch, name, Triton version; matrix-core path only) wins, else today's rule."""
+    if overrides:
+        return choose(problem, backend, use_dot, overrides), "set on the command line"
+    path = database_path(db_path)
+    if use_dot and path:
+        import triton
+
+        from convgen.tuning_db import TuningDB, problem_key
+        with TuningDB(path, readonly=True) as db:
+            best = db.best(problem_key(problem, backend.arch, backend.device_name(), triton.__version__))
+        if best is not None:
+            return (choose(problem, backend, use_dot, from_text(best.config)),
+                    f"tuned: the fastest measured here ({best.ms:.3f} ms, {best.measured_at}, "
+                    f"{os.path.basename(path)})")
+        return choose(problem, backend, use_dot), f"default rule (no tuned entry in {os.path.basename(path)})"
+    return choose(problem, backend, use_dot), "default rule"
 
 
 def choose(problem: ConvProblem, backend: Backend, use_dot: bool,

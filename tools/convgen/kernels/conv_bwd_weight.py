@@ -1,9 +1,13 @@
 """Backward-weight convolution as an implicit GEMM: the filter gradient from the input
 and the output gradient.
 
-Per group g and reduction part s (grid axis 2 holds both):
-    M = k   N = (c, y, x): one filter element per column   R = (n, ho, wo)
+Per group g and reduction part s (grid axis 1 holds both):
+    M = k   N = (y, x, c): one filter element per column   R = (n, ho, wo)
 A = the output gradient; B = the input, gathered; C = the filter gradient.
+
+Each tile's columns belong to one filter tap (fy, fx) and a block of BLOCK_N consecutive
+channels, so B is a run of channels per output pixel (contiguous for a channels-last
+input) under one spatial mask per pixel, and the tap costs nothing inside the loop.
 
 R covers the whole batch, so it may be split into SPLIT parts (split-K): each part
 writes fp32 partial sums to a workspace and `split_reduce_kernel` adds them in part
@@ -14,7 +18,7 @@ import triton
 import triton.language as tl
 
 from convgen.kernels import launch
-from convgen.kernels.common import mac, split3
+from convgen.kernels.common import mac, split3, tile_ids
 
 REDUCE_BLOCK = 1024
 
@@ -33,61 +37,60 @@ def conv_bwd_weight_kernel(
     Y: tl.constexpr, X: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
     DH: tl.constexpr, DW: tl.constexpr,
     # meta-parameters
-    CH_FAST: tl.constexpr, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    pid_z = tl.program_id(2)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # GEMM rows M: output channels
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N of this tile
-    ks = tl.arange(0, BLOCK_K)
+    pid_z = tl.program_id(1)
     g = pid_z // SPLIT
     s = pid_z % SPLIT
-    NCOL = C * Y * X
+    CB = tl.cdiv(C, BLOCK_N)
+    pid_m, pid_n = tile_ids(tl.program_id(0), K, Y * X * CB * BLOCK_N, BLOCK_M, BLOCK_N, GROUP_M)
+    # N tile -> (tap, channel block); tap -> (fy, fx)
+    tap = pid_n // CB
+    fy = tap // X
+    fx = tap - fy * X
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)                 # GEMM rows M: output channels
+    c = (pid_n - tap * CB) * BLOCK_N + tl.arange(0, BLOCK_N)     # GEMM columns N: channels of this tap
+    ks = tl.arange(0, BLOCK_K)
     R = N * HO * WO
     r_begin = s * R_CHUNK
     r_end = tl.minimum(R, r_begin + R_CHUNK)
     m_ok = rm < K
-    # N -> (c, y, x): one filter element per GEMM column
-    c, fy, fx = split3(rn, Y, X, CH_FAST, C)
-    n_ok = rn < NCOL
-    hi_col = fy * DH - PH   # input row that output row 0 reads through this tap
-    wi_col = fx * DW - PW
-    a_row = y_ptr + g * sy_g + rm * sy_k
-    b_col = x_ptr + g * sx_g + c * sx_c + hi_col * sx_h + wi_col * sx_w
+    c_ok = c < C
+    y_row = y_ptr + g * sy_g + rm * sy_k
+    x_col = x_ptr + g * sx_g + c * sx_c
     for r0 in range(r_begin, r_end, BLOCK_K):
         rk = r0 + ks
         # R -> (n, ho, wo): the output pixels this filter element met
         n_, ho, wo = split3(rk, HO, WO, False, N)
         r_ok = rk < r_end
-        a = tl.load(a_row[:, None] + (n_ * sy_n + ho * sy_h + wo * sy_w)[None, :],
+        a = tl.load(y_row[:, None] + (n_ * sy_n + ho * sy_h + wo * sy_w)[None, :],
                     mask=m_ok[:, None] & r_ok[None, :], other=0.0)
-        hi = (ho * SH)[:, None] + hi_col[None, :]
-        wi = (wo * SW)[:, None] + wi_col[None, :]
-        b_mask = (r_ok[:, None] & n_ok[None, :] & (hi >= 0) & (hi < HI)
-                  & (wi >= 0) & (wi < WI))
-        b = tl.load(b_col[None, :] + (n_ * sx_n + ho * SH * sx_h + wo * SW * sx_w)[:, None],
-                    mask=b_mask, other=0.0)
+        hi = ho * SH + (fy * DH - PH)
+        wi = wo * SW + (fx * DW - PW)
+        pix_ok = r_ok & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
+        b = tl.load(x_col[None, :] + (n_ * sx_n + hi * sx_h + wi * sx_w)[:, None],
+                    mask=pix_ok[:, None] & c_ok[None, :], other=0.0)
         acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-    o_mask = m_ok[:, None] & n_ok[None, :]
+    o_mask = m_ok[:, None] & c_ok[None, :]
     if SPLIT == 1:
         # C tile -> filter gradient (g, k, c, y, x)
         out = w_ptr + g * sw_g + (rm * sw_k)[:, None] + (c * sw_c + fy * sw_y + fx * sw_x)[None, :]
         tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=o_mask)
     else:
-        # C tile -> this part's fp32 partials (g, s, k, col), summed by split_reduce_kernel
-        part = ws_ptr + ((pid_z * K + rm) * NCOL)[:, None] + rn[None, :]
+        # C tile -> this part's fp32 partials (g, s, k, tap, c), summed by split_reduce_kernel
+        part = ws_ptr + ((pid_z * K + rm) * (Y * X * C))[:, None] + (tap * C + c)[None, :]
         tl.store(part, acc, mask=o_mask)
 
 
 @triton.jit
 def split_reduce_kernel(ws_ptr, w_ptr, G, K, C,
                         sw_g, sw_k, sw_c, sw_y, sw_x,
-                        Y: tl.constexpr, X: tl.constexpr, CH_FAST: tl.constexpr,
-                        SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+                        Y: tl.constexpr, X: tl.constexpr, SPLIT: tl.constexpr,
+                        BLOCK: tl.constexpr):
     NCOL = C * Y * X
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = idx < G * K * NCOL
@@ -99,8 +102,11 @@ def split_reduce_kernel(ws_ptr, w_ptr, G, K, C,
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for s in tl.static_range(SPLIT):
         acc += tl.load(ws_ptr + ((g * SPLIT + s) * K + k) * NCOL + col, mask=ok, other=0.0)
-    # col -> (c, y, x), the same split the GEMM used for its columns
-    c, fy, fx = split3(col, Y, X, CH_FAST, C)
+    # col -> (tap, c) -> (fy, fx, c), the workspace's column order
+    tap = col // C
+    c = col - tap * C
+    fy = tap // X
+    fx = tap - fy * X
     out = w_ptr + g * sw_g + k * sw_k + c * sw_c + fy * sw_y + fx * sw_x
     tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=ok)
 
@@ -128,14 +134,14 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     runtime = {**launch.tensor_args(p, tensors, out), "ws_ptr": out if ws is None else ws,
                "R_CHUNK": r_chunk}
     constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split}
-    # one program column per group and reduction part
-    grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), p.g * split)
+    # one program row per group and reduction part; a tile's columns are one tap's channels
+    grid = (triton.cdiv(m, cfg.block_m) * p.y * p.x * triton.cdiv(p.c, cfg.block_n), p.g * split)
 
     def reduce(compile_options):
         total = p.g * p.k * n
         split_reduce_kernel[(triton.cdiv(total, REDUCE_BLOCK),)](
             ws, out, p.g, p.k, p.c, *out.stride(),
-            Y=p.y, X=p.x, CH_FAST=meta["CH_FAST"], SPLIT=split, BLOCK=REDUCE_BLOCK,
+            Y=p.y, X=p.x, SPLIT=split, BLOCK=REDUCE_BLOCK,
             **compile_options({"num_warps": 4}))
 
     return launch.LaunchSpec(conv_bwd_weight_kernel, grid, runtime, constexprs, ws,

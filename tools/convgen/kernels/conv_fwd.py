@@ -1,15 +1,21 @@
 """Forward convolution as an implicit GEMM: output = input * filter.
 
-Per group g (grid axis 2):  M = (n, ho, wo)   N = k   R = (c, y, x)
+Per group g (grid axis 1):  M = (n, ho, wo)   N = k   R = (y, x, c)
 A = the input, gathered (im2col without the copy); B = the filter; C = the output.
 All tensors arrive as logical views with five strides each, so memory layout never
 changes the code.
+
+The reduction walks filter taps outside and blocks of BLOCK_K channels inside, in one
+flat loop (so Triton pipelines it): per step the tap costs a few scalar operations and one
+spatial mask per GEMM row, and the channel block is a run of consecutive channels. With a
+channels-last input and filter that run is contiguous memory, and a launch that sees
+stride 1 and sizes divisible by 16 (Triton's specialization) loads it 16 bytes at a time.
 """
 import triton
 import triton.language as tl
 
 from convgen.kernels import launch
-from convgen.kernels.common import mac, split3
+from convgen.kernels.common import mac, split3, tile_ids
 
 
 @triton.jit
@@ -26,40 +32,40 @@ def conv_fwd_kernel(
     Y: tl.constexpr, X: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
     DH: tl.constexpr, DW: tl.constexpr,
     # meta-parameters
-    CH_FAST: tl.constexpr, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    g = tl.program_id(2)
+    g = tl.program_id(1)
+    M = N * HO * WO
+    pid_m, pid_n = tile_ids(tl.program_id(0), M, K, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # GEMM rows M of this tile
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: output channels
     ks = tl.arange(0, BLOCK_K)
-    M = N * HO * WO
-    R = C * Y * X
     # M -> (n, ho, wo): one output pixel per GEMM row
     n_, ho, wo = split3(rm, HO, WO, False, N)
     m_ok = rm < M
+    n_ok = rn < K
     hi0 = ho * SH - PH      # input row of filter row 0
     wi0 = wo * SW - PW      # input column of filter column 0
-    a_row = x_ptr + g * sx_g + n_ * sx_n + hi0 * sx_h + wi0 * sx_w
-    b_col = w_ptr + g * sw_g + rn * sw_k
-    n_ok = rn < K
-    for r0 in range(0, R, BLOCK_K):
-        rk = r0 + ks
-        # R -> (c, y, x): input channel and filter tap
-        c, fy, fx = split3(rk, Y, X, CH_FAST, C)
-        r_ok = rk < R
-        hi = hi0[:, None] + (fy * DH)[None, :]
-        wi = wi0[:, None] + (fx * DW)[None, :]
-        a_mask = (m_ok[:, None] & r_ok[None, :] & (hi >= 0) & (hi < HI)
-                  & (wi >= 0) & (wi < WI))
-        a = tl.load(a_row[:, None] + (c * sx_c + fy * DH * sx_h + fx * DW * sx_w)[None, :],
-                    mask=a_mask, other=0.0)
-        b = tl.load(b_col[None, :] + (c * sw_c + fy * sw_y + fx * sw_x)[:, None],
-                    mask=r_ok[:, None] & n_ok[None, :], other=0.0)
+    x_row = x_ptr + g * sx_g + n_ * sx_n
+    w_col = w_ptr + g * sw_g + rn * sw_k
+    CB = tl.cdiv(C, BLOCK_K)
+    for r in range(0, Y * X * CB):
+        # R -> (tap, channel block); tap -> (fy, fx): scalars, once per step
+        tap = r // CB
+        c = (r - tap * CB) * BLOCK_K + ks
+        fy = tap // X
+        fx = tap - fy * X
+        hi = hi0 + fy * DH
+        wi = wi0 + fx * DW
+        row_ok = m_ok & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
+        c_ok = c < C
+        a = tl.load((x_row + hi * sx_h + wi * sx_w)[:, None] + (c * sx_c)[None, :],
+                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)
+        b = tl.load((w_col + fy * sw_y + fx * sw_x)[None, :] + (c * sw_c)[:, None],
+                    mask=c_ok[:, None] & n_ok[None, :], other=0.0)
         acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     # C tile -> output (n, g, k, ho, wo)
     out = y_ptr + g * sy_g + (n_ * sy_n + ho * sy_h + wo * sy_w)[:, None] + (rn * sy_k)[None, :]
@@ -70,5 +76,5 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     m, n, _ = p.gemm
     runtime = launch.tensor_args(p, tensors, out)
     constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta}
-    grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n), p.g)
+    grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n), p.g)
     return launch.LaunchSpec(conv_fwd_kernel, grid, runtime, constexprs)

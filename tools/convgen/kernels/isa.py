@@ -9,6 +9,11 @@ TRITON_INTERPRET=1 every @triton.jit function, Triton's own included, is an
 interpreter object), so tests run this module as a command:
 
     python -m convgen.kernels.isa [--targets gfx90a,sm90] [--json]
+    python -m convgen.kernels.isa --loads [--targets ...]   # global loads of each conv kernel
+
+Kernels are compiled as a launch would specialize them: integer arguments equal to 1
+become constants and those divisible by 16 are marked so, pointers are taken as 16-byte
+aligned (convgen's allocations are); without that no load could be proven wide.
 """
 from __future__ import annotations
 
@@ -92,10 +97,22 @@ def _meta_tensors(p, out_dtype):
     return {k: meta[k] for k in p.reads}, meta[p.writes]
 
 
-def _arg_types(runtime: dict) -> dict:
+def _launch_signature(runtime: dict) -> tuple[dict, dict, tuple]:
+    """(argument types, arguments that become constants, arguments marked divisible by 16),
+    as Triton specializes a launch with these values (every pointer taken as aligned)."""
     import torch
-    return {k: (pointer_type(v.dtype) if isinstance(v, torch.Tensor) else "i32")
-            for k, v in runtime.items()}
+    types, constants, aligned = {}, {}, []
+    for name, v in runtime.items():
+        if isinstance(v, torch.Tensor):
+            types[name] = pointer_type(v.dtype)
+            aligned.append(name)
+        elif v == 1:
+            constants[name] = 1
+        else:
+            types[name] = "i32"
+            if v % 16 == 0:
+                aligned.append(name)
+    return types, constants, tuple(aligned)
 
 
 def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts=None,
@@ -109,8 +126,9 @@ def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts
     cfg = choose(p, be, use_dot,
                  perf_config or ({"split": 2} if p.direction.splits_reduction else None))
     spec = launch_spec(p, *_meta_tensors(p, p.dtype.out_type.torch_dtype), cfg, use_dot, False)
-    return compile_kernel(spec.kernel, _arg_types(spec.runtime), spec.constexprs, target,
-                          cfg.compile_options())
+    types, constants, aligned = _launch_signature(spec.runtime)
+    return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
+                          cfg.compile_options(), aligned)
 
 
 def compile_reference(direction: str, target: str):
@@ -120,7 +138,8 @@ def compile_reference(direction: str, target: str):
     p = _problem(direction, "f16", stride=(2, 2))
     ins, out = _meta_tensors(p, torch.float32)
     spec = launch_spec(p, ins, out)
-    return compile_kernel(spec.kernel, _arg_types(spec.runtime), spec.constexprs, target)
+    types, constants, aligned = _launch_signature(spec.runtime)
+    return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target, None, aligned)
 
 
 def compile_verify(target: str, layout: int = 2, options: dict | None = None,
@@ -208,6 +227,53 @@ def _fp8_rows(target: str) -> list[dict]:
     return rows
 
 
+# Global loads in the assembly. NVIDIA: ld.global with an optional vector width and the
+# element width (ld.global.v4.b32: 16 bytes); cp.async from global to shared memory with
+# its size in bytes (asynchronous); cp.async.bulk.tensor, a TMA load (asynchronous, a whole
+# tile). AMD: global_/buffer_load with the size in the name (dwordx4: 16 bytes); one that
+# ends in "lds" goes straight to LDS (asynchronous).
+_PTX_LOAD = re.compile(r"\bld\.global(?:\.[\w:]+)*?(?:\.v(\d))?\.[bfsu](\d+)\b")
+_PTX_CP_ASYNC = re.compile(r"\bcp\.async\.c[ag]\.shared\.global\s*\[[^]]*\],\s*\[[^]]*\],\s*(0x[0-9a-f]+|\d+)")
+_PTX_TMA = re.compile(r"\bcp\.async\.bulk\.tensor\.\w+\.shared\S*\.global\b")
+_AMD_LOAD = re.compile(r"\b(?:global|buffer)_load_(dwordx(\d)|dword|short_d16\w*|ushort|sshort|"
+                       r"ubyte\w*|sbyte\w*|b128|b96|b64|b32|u16|i16|u8|i8)\b([^\n]*)")
+_AMD_BYTES = {"dword": 4, "b128": 16, "b96": 12, "b64": 8, "b32": 4}
+WIDE = 16   # bytes
+
+
+def load_widths(compiled, target: str) -> dict:
+    """The global loads in a compiled kernel by width (count_loads)."""
+    return count_loads(assembly(compiled, target), TARGETS[target].backend)
+
+
+def count_loads(asm: str, backend: str) -> dict:
+    """{"wide": 16-byte global loads (TMA loads included), "narrow": smaller global loads,
+    "async": loads that land in shared memory by themselves (cp.async, TMA, AMD's
+    direct-to-LDS)} in an assembly text ("cuda": PTX, "hip": AMDGCN)."""
+    sizes, asynchronous = [], 0
+    if backend == "cuda":
+        sizes += [int(vec or 1) * int(bits) // 8 for vec, bits in _PTX_LOAD.findall(asm)]
+        copies = [int(n, 0) for n in _PTX_CP_ASYNC.findall(asm)]
+        tma = len(_PTX_TMA.findall(asm))
+        sizes += copies + [WIDE] * tma
+        asynchronous = len(copies) + tma
+    else:
+        for kind, quads, rest in _AMD_LOAD.findall(asm):
+            sizes.append(4 * int(quads) if quads else
+                         _AMD_BYTES.get(kind, 2 if ("16" in kind or "short" in kind) else 1))
+            asynchronous += rest.rstrip().endswith("lds")
+    wide = sum(1 for b in sizes if b >= WIDE)
+    return {"wide": wide, "narrow": len(sizes) - wide, "async": asynchronous}
+
+
+def load_survey(targets, dtype: str = "f16") -> list[dict]:
+    """The conv kernel of each direction on each target (matrix-core path, channels-last
+    layouts, C = 32, K = 64, 3x3): its global loads by width."""
+    return [{"direction": d, "target": t, "dtype": dtype,
+             **load_widths(compile_conv(d, dtype, True, t, CHANNELS_LAST), t)}
+            for t in targets for d in ("fwd", "bwd_data", "bwd_weight")]
+
+
 def _has_fma(asm: str, target: str) -> bool:
     if TARGETS[target].backend == "hip":
         return bool(re.search(r"\bv_(?:pk_)?fma|\bv_fmac", asm))
@@ -219,11 +285,22 @@ def main(argv=None) -> int:
                                  description="which instructions each kernel path compiles to")
     ap.add_argument("--targets", default="gfx90a,gfx942,gfx950,sm90")
     ap.add_argument("--json", action="store_true", help="one JSON list on stdout")
+    ap.add_argument("--loads", action="store_true",
+                    help="global loads of each direction's kernel: DIRECTION TARGET wide=N narrow=N async=N")
     args = ap.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("isa: unset TRITON_INTERPRET to compile for real targets", file=sys.stderr)
         return 2
-    rows = survey([t for t in args.targets.split(",") if t])
+    targets = [t for t in args.targets.split(",") if t]
+    if args.loads:
+        rows = load_survey(targets)
+        if args.json:
+            json.dump(rows, sys.stdout)
+            return 0
+        for r in rows:
+            print(f"{r['direction']} {r['target']} wide={r['wide']} narrow={r['narrow']} async={r['async']}")
+        return 0
+    rows = survey(targets)
     if args.json:
         json.dump(rows, sys.stdout)
         return 0

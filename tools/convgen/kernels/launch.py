@@ -56,12 +56,6 @@ def strides(full: dict) -> dict:
     return out
 
 
-def channels_fastest(p: ConvProblem) -> bool:
-    """Walk the channel dimension innermost when the tensor read along it is channels-last."""
-    tensor, ch = p.direction.channel_walk
-    return p.layouts[tensor][-1] == ch
-
-
 def max_imprecise(cfg: KernelConfig) -> int | None:
     """tl.dot's max_num_imprecise_acc. Triton refuses values above the dot's K (BLOCK_K);
     above it means never promote, which is Triton's own default (None): fast fp8 on sm90."""
@@ -74,11 +68,12 @@ def meta(p: ConvProblem, cfg: KernelConfig, use_dot: bool, interpreter: bool,
     """The meta-parameters every conv kernel takes."""
     # Triton's interpreter gets bf16 dots wrong and loses fp8 products below fp16's range
     # (two e5m2 values near 2^-16): there the dot's operands go to fp32 first (exact)
-    return dict(CH_FAST=channels_fastest(p), USE_DOT=use_dot, INPUT_PRECISION=input_precision,
+    return dict(USE_DOT=use_dot, INPUT_PRECISION=input_precision,
                 DOT_UPCAST=interpreter and (p.dtype.name == "bf16" or p.dtype.is_fp8),
                 ACC_INT=p.dtype.is_int,
                 MAX_IMPRECISE=max_imprecise(cfg),
-                BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
+                BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+                GROUP_M=cfg.group_m)
 
 
 def launch_spec(p: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
@@ -95,3 +90,23 @@ def run_conv(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_do
                            **backend.compile_options(cfg.compile_options()))
     if spec.finish is not None:
         spec.finish(backend.compile_options)
+
+
+def triton_failure(e: BaseException) -> str | None:
+    """One line for a compile or resource failure of Triton's (what a config broke); None for
+    anything else. The CLI, the tuner and the benchmarks word such failures alike."""
+    try:
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources
+    except ImportError:   # pragma: no cover - every supported Triton has both
+        return None
+    if isinstance(e, OutOfResources):
+        return (f"it needs {e.required} bytes of {e.name}, the hardware limit is {e.limit}; "
+                "smaller blocks or fewer stages fit")
+    if isinstance(e, CompilationError):
+        # str(e) is "at L:C:", the source, then the reason; error_message is the reason
+        reason = getattr(e, "error_message", None) or str(e).strip().splitlines()[-1]
+        return f"Triton could not compile it: {' '.join(str(reason).split())}"
+    if isinstance(e, RuntimeError) and str(e).startswith("Triton Error"):
+        return str(e).splitlines()[0]
+    return None

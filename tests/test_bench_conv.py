@@ -1,0 +1,106 @@
+"""benchmarks/bench_conv.py without a GPU: its vendor closures compute our convolution (aten on
+the CPU against convgen's float64 reference), on our memory, and its summary is right."""
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from convgen.dtypes import elem_type
+from convgen.inputs import make_inputs
+from convgen.options import DataSpec
+from convgen.problem import make_problem
+from convgen.reference import reference
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_conv.py"
+_spec = importlib.util.spec_from_file_location("bench_conv", BENCH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+NHWC = bench.NHWC
+NCHW = {"filter": "kcyx", "input": "nchw", "output": "nkhw"}
+# (what it covers, make_problem's size arguments)
+PROBLEMS = [
+    ("3x3 stride 2 pad 1 groups 2", dict(n=2, g=2, c_total=6, k_total=4, hi=9, wi=8, y=3, x=3,
+                                         stride=(2, 2), pad=(1, 1, 1, 1))),
+    ("1x1 stride 2", dict(n=2, g=1, c_total=8, k_total=6, hi=8, wi=7, y=1, x=1, stride=(2, 2))),
+    ("7x7 stride 2 pad 3, 3 channels", dict(n=1, g=1, c_total=3, k_total=4, hi=12, wi=12,
+                                            y=7, x=7, stride=(2, 2), pad=(3, 3, 3, 3))),
+    ("dilation 2, rectangular, groups 2", dict(n=2, g=2, c_total=4, k_total=6, hi=9, wi=10,
+                                               y=3, x=2, dilation=(2, 2), pad=(2, 2, 1, 1))),
+    # the right pad adds a row no output reads: the same convolution as pad 1 on both sides
+    ("asymmetric pad aten can express", dict(n=2, g=1, c_total=4, k_total=4, hi=8, wi=8, y=3, x=3,
+                                             stride=(2, 2), pad=(1, 0, 1, 0))),
+]
+
+
+def _problem(direction, sizes, layouts=NHWC):
+    return make_problem(direction=direction, dtype=elem_type("f32"), layouts=layouts, **sizes)
+
+
+@pytest.mark.parametrize("layouts", [NHWC, NCHW], ids=["nhwc", "nchw"])
+@pytest.mark.parametrize("sizes", [s for _, s in PROBLEMS], ids=[n for n, _ in PROBLEMS])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_vendor_op_computes_our_convolution(direction, sizes, layouts):
+    p = _problem(direction, sizes, layouts)
+    t = make_inputs(p, DataSpec(seed=1), "cpu")
+    got = bench.vendor_op(p, t)().reshape(p.logical_shape(p.writes)).double()
+    want = reference(p, t)
+    assert (got - want).abs().max().item() <= 1e-5 * want.abs().max().item()
+
+
+@pytest.mark.parametrize("sizes", [s for _, s in PROBLEMS], ids=[n for n, _ in PROBLEMS])
+def test_nhwc_tensors_reach_aten_as_views_of_our_memory(sizes):
+    p = _problem("fwd", sizes)
+    t = make_inputs(p, DataSpec(seed=1), "cpu")
+    for name, shape in (("input", (p.n, p.g * p.c, p.hi, p.wi)),
+                        ("filter", (p.g * p.k, p.c, p.y, p.x))):
+        v = bench.nchw(t[name], shape)
+        assert v.data_ptr() == t[name].data_ptr(), name
+        assert v.is_contiguous(memory_format=torch.channels_last), name
+
+
+def test_padding_aten_cannot_express_is_refused():
+    p = _problem("fwd", dict(n=1, g=1, c_total=2, k_total=2, hi=8, wi=8, y=3, x=3, pad=(1, 2, 1, 1)))
+    with pytest.raises(ValueError, match="both sides alike"):
+        bench.vendor_op(p, make_inputs(p, DataSpec(seed=1), "cpu"))
+
+
+def _row(direction, dtype, layer, ratio):
+    return {"direction": direction, "dtype": dtype, "layer": layer, "ratio": ratio}
+
+
+def test_summary_geomeans_lowest_and_errors():
+    rows = [_row("fwd", "f16", "a", 2.0), _row("fwd", "f16", "b", 0.5), _row("fwd", "bf16", "a", 4.0),
+            _row("bwd_data", "f16", "a", 0.25),
+            {"direction": "bwd_data", "dtype": "f16", "layer": "b", "error": "out of shared memory"}]
+    s = bench.summarize(rows)
+    assert s["geomean"]["fwd"] == pytest.approx(4 ** (1 / 3))
+    assert s["geomean"]["bwd_data"] == pytest.approx(0.25)
+    assert s["geomean_by_type"]["fwd"] == pytest.approx({"f16": 1.0, "bf16": 4.0})
+    assert s["lowest"]["fwd"] == {"ratio": 0.5, "layer": "b", "dtype": "f16"}
+    assert s["errors"] == 1 and set(s["geomean"]) == {"fwd", "bwd_data"}
+
+
+def test_layer_sets_and_names():
+    assert len(bench.LAYER_SETS["issue"]) == 7
+    assert len(bench.LAYER_SETS["all"]) == len(set(bench.LAYER_SETS["issue"] + bench.LAYER_SETS["resnet50"]))
+    assert [bench.layer_label(layer) for layer in bench.LAYER_SETS["issue"]] == [
+        "1x1 64->64 56x56", "3x3 64->64 56x56", "1x1 s2 256->128 56x56", "3x3 128->128 28x28",
+        "3x3 256->256 14x14", "7x7 s2 3->64 224x224", "1x1 s2 1024->2048 14x14"]
+
+
+def test_peak_is_looked_up_by_device_name():
+    assert bench.peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.4
+    assert bench.peak_tflops("NVIDIA H200", "f32") == 66.9
+    assert bench.peak_tflops("NVIDIA H200 NVL", "f16") is None
+    assert bench.peak_tflops("NVIDIA GeForce RTX 4090", "f16") is None
+    assert bench.peak_tflops("AMD Instinct MI300X", "f16") == 1307.4
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message a machine without a GPU gets")
+def test_without_a_gpu_it_says_so_and_exits_2():
+    r = subprocess.run([sys.executable, str(BENCH), "--quick"], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", "bench_conv: needs a GPU\n")

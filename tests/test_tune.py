@@ -1,0 +1,101 @@
+"""convgen tune and the tuned selection, in the interpreter (the times mean nothing there,
+the flow is the same as on a GPU): every config measured or recorded as invalid, the
+fastest checked with the reference before it becomes the best, a second run resuming,
+a run without -perf_config taking the best, and bad command lines refused."""
+import subprocess
+import sys
+
+import pytest
+
+from convgen import cli, tune
+from convgen.backend import current
+from convgen.kernels import config as kconfig
+from convgen.tuning_db import TuningDB, problem_key
+
+PROBLEM = ["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "5",
+           "-out_channels", "7", "-in_h", "6", "-in_w", "5", "-fil_h", "3", "-fil_w", "2",
+           "-padding_h", "1", "-in_layout", "nhwc", "-fil_layout", "kyxc", "-out_layout", "nhwk"]
+
+
+def _key(config):
+    import triton
+    be = current()
+    return problem_key(config.problem, be.arch, be.device_name(), triton.__version__)
+
+
+def test_tune_measures_checks_records_and_resumes(tmp_path):
+    db = str(tmp_path / "t.sqlite")
+    args = cli.parse_tune(["--db", db, "--allow-cpu", *PROBLEM])
+    (config,) = args["configs"]
+    (first,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False)
+    n = len(kconfig.space(config.problem, current()))
+    assert first.measured + first.invalid == n and first.skipped == 0
+    with TuningDB(db, readonly=True) as t:
+        best = t.best(_key(config))
+        measured = t.measured(_key(config))
+    assert best is not None and best.config == first.best and best.checked.endswith("[1 1 1]")
+    assert measured[best.config][:2] == ("ok", best.ms)
+    assert best.ms == min(ms for status, ms, _ in measured.values() if status == "ok")
+    (again,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False)
+    assert again.measured == 0 and again.skipped == n and again.best == first.best
+
+    # a run without -perf_config takes it, and says so; -perf_config still forces
+    cfg, source = kconfig.select(config.problem, current(), True, None, db)
+    assert cfg.describe() == best.config and source.startswith("tuned")
+    forced, source = kconfig.select(config.problem, current(), True, {"block_m": 16}, db)
+    assert forced.block_m == 16 and source == "set on the command line"
+    default, source = kconfig.select(config.problem, current(), True, None, None)
+    assert default == kconfig.choose(config.problem, current(), True) and source == "default rule"
+    # the FMA path never takes a matrix-core entry
+    assert kconfig.select(config.problem, current(), False, None, db)[1] == "default rule"
+
+
+def test_invalid_and_wrong_configs_are_recorded_and_never_chosen(tmp_path, monkeypatch):
+    db = str(tmp_path / "t.sqlite")
+    (config,) = cli.parse_tune(["--db", db, *PROBLEM])["configs"]
+    good = kconfig.choose(config.problem, current(), True)
+    bad = kconfig.KernelConfig(block_m=48)          # not a power of two: invalid
+    second = kconfig.KernelConfig(block_m=16, block_n=16, block_k=16, num_stages=1)
+    monkeypatch.setattr(kconfig, "space", lambda p, be: [good, bad, second])
+    # the fastest config fails the reference check once: the next one is checked
+    from convgen import driver
+    real = driver.execute
+    calls = []
+
+    def execute(run, say):
+        o = real(run, say=say)
+        calls.append(run.kernel.perf_config)
+        if len(calls) == 1:
+            o.verdict = type(o.verdict)(**{**o.verdict.__dict__, "bits": (0, 1, 1)})
+        return o
+    monkeypatch.setattr(driver, "execute", execute)
+    (r,) = tune.tune([config], db, jobs=1, allow_cpu=True, progress=False)
+    assert r.invalid == 1 and r.measured == 2
+    with TuningDB(db, readonly=True) as t:
+        m = t.measured(_key(config))
+        best = t.best(_key(config))
+    assert m[bad.describe()][0] == "invalid" and "block_m=48" in m[bad.describe()][2]
+    assert sorted(s for s, _, _ in m.values()) == ["invalid", "ok", "wrong"]
+    assert best is not None and m[best.config][0] == "ok" and len(calls) == 2
+
+
+def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
+    db = str(tmp_path / "t.sqlite")
+    (r,) = tune.tune(cli.parse_tune(["--db", db, "--max-configs", "2", *PROBLEM])["configs"], db,
+                     max_configs=2, progress=False)
+    assert r.best is None and "interpreter" in r.note and r.measured == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["tune"], "no problem to tune"),
+    (["tune", "--layers", "vgg"], "--layers: 'vgg' is not issue or resnet50"),
+    (["tune", "--max-configs", "many", *PROBLEM], "--max-configs: 'many' is not an integer"),
+    (["tune", "--lines", "/nonexistent/lines.txt"], "cannot read"),
+    (["tune", "--db", "/nonexistent/t.sqlite", *PROBLEM], "folder /nonexistent does not exist"),
+    (["tune", "--operation", "conv2d", "-batchsize", "0"], "batch"),
+])
+def test_bad_tune_command_lines_are_one_error_line(argv, message):
+    p = subprocess.run([sys.executable, "-m", "convgen", *argv], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("convgen: error:") and message in lines[0], p.stderr

@@ -1,0 +1,124 @@
+"""The tuning database: keys, measurements, the best config; several writers at once; a
+killed writer loses nothing it committed; foreign, damaged and newer files are refused
+with one clear error and left untouched."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from convgen.dtypes import elem_type
+from convgen.errors import ConvgenError
+from convgen.problem import make_problem
+from convgen.tuning_db import TuningDB, problem_key
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _key(direction="fwd", n=256, arch="sm90", **kw):
+    p = make_problem(direction=direction, dtype=elem_type(kw.pop("dtype", "f16")), n=n, g=1,
+                     c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1),
+                     layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
+    return problem_key(p, arch, "NVIDIA H100 80GB HBM3", "3.6.0")
+
+
+def test_records_measurements_and_the_best(tmp_path):
+    path = str(tmp_path / "t.sqlite")
+    key = _key()
+    with TuningDB(path) as db:
+        db.record(key, "block_m=128,block_n=128", "ok", ms=1.5, tflops=300.0)
+        db.record(key, "block_m=256,block_n=256", "invalid", error="needs 300000 bytes of shared memory")
+        db.record(key, "block_m=64,block_n=64", "ok", ms=2.5, tflops=180.0)
+        db.set_best(key, "block_m=128,block_n=128", 1.5, 300.0, "pv_with_gpu [1 1 1]")
+    with TuningDB(path, readonly=True) as db:
+        got = db.measured(key)
+        assert got["block_m=256,block_n=256"][0] == "invalid"
+        assert got["block_m=64,block_n=64"][:2] == ("ok", 2.5)
+        assert db.best(key).config == "block_m=128,block_n=128"
+        # every key field matters: another batch, direction, type or arch has nothing
+        for other in (_key(n=32), _key("bwd_data"), _key(dtype="bf16"), _key(arch="gfx942")):
+            assert db.best(other) is None and db.measured(other) == {}
+        assert db.counts() == {"best": 1, "ok": 2, "invalid": 1}
+        assert '"table": "best"' in db.dump()
+
+
+def test_a_measurement_of_the_same_config_replaces_the_old_one(tmp_path):
+    with TuningDB(str(tmp_path / "t.sqlite")) as db:
+        db.record(_key(), "cfg", "ok", ms=2.0)
+        db.record(_key(), "cfg", "ok", ms=1.0)
+        assert db.measured(_key()) == {"cfg": ("ok", 1.0, None)}
+
+
+WRITER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from convgen.tuning_db import TuningDB
+from tests.test_tuning_db import _key
+with TuningDB(sys.argv[2]) as db:
+    for i in range(int(sys.argv[4])):
+        db.record(_key(n=int(sys.argv[3])), f"cfg{i}", "ok", ms=float(i))
+        print(i, flush=True)
+"""
+
+
+def _writer(path, n, rows):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(ROOT, "tools"), path,
+                             str(n), str(rows)], stdout=subprocess.PIPE, text=True, env=env)
+
+
+def test_several_processes_write_at_once(tmp_path):
+    path = str(tmp_path / "t.sqlite")
+    TuningDB(path).close()
+    procs = [_writer(path, n, 40) for n in (1, 2, 3, 4)]
+    for p in procs:
+        p.communicate(timeout=120)
+        assert p.returncode == 0
+    with TuningDB(path, readonly=True) as db:
+        assert [len(db.measured(_key(n=n))) for n in (1, 2, 3, 4)] == [40, 40, 40, 40]
+
+
+def test_a_killed_writer_loses_nothing_it_committed(tmp_path):
+    path = str(tmp_path / "t.sqlite")
+    TuningDB(path).close()
+    p = _writer(path, 7, 100000)
+    done = -1
+    deadline = time.time() + 60
+    while done < 20 and time.time() < deadline:
+        done = int(p.stdout.readline())
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    with TuningDB(path) as db:
+        assert len(db.measured(_key(n=7))) >= done + 1
+
+
+def test_refuses_other_files_and_leaves_them_alone(tmp_path):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(os.urandom(4096))
+    with pytest.raises(ConvgenError, match="cannot be read"):
+        TuningDB(str(junk))
+    foreign = tmp_path / "foreign.sqlite"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE meta (name TEXT, value TEXT)")
+    con.execute("INSERT INTO meta VALUES ('owner', 'someone else')")
+    con.commit()
+    con.close()
+    before = foreign.read_bytes()
+    with pytest.raises(ConvgenError, match="not a convgen tuning database"):
+        TuningDB(str(foreign))
+    assert foreign.read_bytes() == before
+    newer = tmp_path / "newer.sqlite"
+    TuningDB(str(newer)).close()
+    con = sqlite3.connect(newer)
+    con.execute("UPDATE meta SET value = '99' WHERE name = 'version'")
+    con.commit()
+    con.close()
+    with pytest.raises(ConvgenError, match="schema version 99"):
+        TuningDB(str(newer))
+    with pytest.raises(ConvgenError, match="does not exist"):
+        TuningDB(str(tmp_path / "absent.sqlite"), readonly=True)
+    with pytest.raises(ConvgenError, match="folder"):
+        TuningDB(str(tmp_path / "no" / "such" / "t.sqlite"))

@@ -1,0 +1,186 @@
+"""`convgen tune`: search the kernel config space for problems and record what was measured.
+
+For each problem (a RunConfig built by the CLI): every config of `kernels.config.space`
+not yet in the database is checked (an invalid one is recorded as such and never stops
+the run), compiled on all CPU cores at once, then timed on the GPU one at a time (median
+of triton.testing.do_bench). The fastest is run once more through the whole convgen
+check (the reference and verifier of a test run); if it passes it becomes the problem's
+best, else it is recorded as "wrong" and the next fastest is checked. Every measurement
+is committed as it is made, so an interrupted run resumes where it stopped.
+
+Without a GPU the search runs in Triton's interpreter: the flow is the same and the tests
+use it, but the times mean nothing, so nothing is marked best unless asked (`allow_cpu`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from convgen import backend as backends
+from convgen.errors import ConvgenError
+from convgen.options import RunConfig
+from convgen.tuning_db import TuningDB, problem_key
+
+CHECKS = 3   # how many of the fastest configs may fail the reference check before giving up
+
+
+@dataclasses.dataclass
+class TuneResult:
+    problem: str
+    best: str | None
+    best_ms: float | None
+    measured: int          # configs timed in this run
+    skipped: int           # already in the database
+    invalid: int
+    seconds: float
+    note: str = ""
+
+
+def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
+         max_configs: int | None = None, allow_cpu: bool = False, progress: bool = True) -> list[TuneResult]:
+    backends.ensure_interpreter_if_no_gpu()
+    be = backends.current()
+    with TuningDB(db_path) as db:
+        return [_tune_one(c, db, be, jobs or os.cpu_count() or 1, max_configs, allow_cpu, progress)
+                for c in configs]
+
+
+def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress) -> TuneResult:
+    import triton
+    from tqdm import tqdm
+
+    from convgen import inputs
+    from convgen.kernels import config as kconfig
+    from convgen.kernels.launch import launch_spec, run_conv, triton_failure
+
+    t_start = time.perf_counter()
+    p = config.problem
+    why = be.type_unsupported(p.dtype)
+    if why:
+        raise ConvgenError(why, field="type")
+    key = problem_key(p, be.arch, be.device_name(), triton.__version__)
+    done = db.measured(key)
+    space = kconfig.space(p, be)
+    if max_configs:
+        space = space[:max_configs]
+    todo = [c for c in space if c.describe() not in done]
+    device = be.torch_device
+    tensors = inputs.make_inputs(p, config.data, device)
+    out, _ = inputs.guarded_output(p, device)
+    invalid = 0
+
+    def check(cfg):
+        """None when cfg may run here, else why not (recorded as invalid)."""
+        try:
+            kconfig.validate(cfg, p, be, True)
+        except ConvgenError as e:
+            return str(e)
+        return None
+
+    def compile_only(cfg):
+        if be.interpreter:
+            return None
+        spec = launch_spec(p, tensors, out, cfg, True, False)
+        try:
+            spec.kernel.warmup(**spec.runtime, **spec.constexprs, grid=spec.grid,
+                               **be.compile_options(cfg.compile_options()))
+        except Exception as e:   # noqa: BLE001 - recorded; anything else surfaces at launch
+            return triton_failure(e) or f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        return None
+
+    ready = []
+    for cfg in todo:
+        why = check(cfg)
+        if why:
+            db.record(key, cfg.describe(), "invalid", error=why)
+            invalid += 1
+        else:
+            ready.append(cfg)
+    # compiling is CPU work (Triton's passes, ptxas): all cores at once, then time one by one
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        failures = list(pool.map(compile_only, ready))
+    timed = []
+    bar = tqdm(total=len(ready), desc=_short(p), unit="cfg", disable=not progress, leave=False)
+    for cfg, failed in zip(ready, failures):
+        bar.update(1)
+        if failed:
+            db.record(key, cfg.describe(), "invalid", error=failed)
+            invalid += 1
+            continue
+
+        def run(cfg=cfg):
+            run_conv(p, tensors, out, cfg, True, be, config.kernel.input_precision)
+        try:
+            ms = _time(run, be)
+        except Exception as e:   # noqa: BLE001 - a launch failure is a config's, recorded
+            why = triton_failure(e)
+            if why is None:
+                raise
+            db.record(key, cfg.describe(), "invalid", error=why)
+            invalid += 1
+            continue
+        db.record(key, cfg.describe(), "ok", ms=ms, tflops=p.flops / ms / 1e9)
+        timed.append(cfg.describe())
+    bar.close()
+
+    result = TuneResult(_short(p), None, None, len(timed), len(space) - len(todo), invalid,
+                        0.0)
+    if be.interpreter and not allow_cpu:
+        result.note = "interpreter: times recorded, no best chosen"
+    else:
+        _choose_best(config, db, key, be, result)
+    result.seconds = time.perf_counter() - t_start
+    return result
+
+
+def _time(run, be) -> float:
+    if be.interpreter:
+        t0 = time.perf_counter()
+        run()
+        return (time.perf_counter() - t0) * 1e3
+    import triton
+    return triton.testing.do_bench(run, warmup=10, rep=50, return_mode="median")
+
+
+def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> None:
+    """Check the fastest measured configs with convgen's own reference, fastest first; the
+    first that passes becomes the best."""
+    from convgen import driver
+    ok = sorted(((ms, cfg) for cfg, (status, ms, _) in db.measured(key).items() if status == "ok"))
+    validator = "cpu" if be.interpreter else "gpu"
+    from convgen.kernels.config import from_text
+    for ms, text in ok[:CHECKS]:
+        run = dataclasses.replace(
+            config,
+            kernel=dataclasses.replace(config.kernel, use_matrix_cores=True,
+                                       perf_config=tuple(from_text(text).items())),
+            reference=dataclasses.replace(config.reference, validator=validator),
+            report=dataclasses.replace(config.report, json_path=None, dump_dir=None))
+        verdict = driver.execute(run, say=lambda line: None).verdict
+        if tuple(verdict.bits) == (1, 1, 1):
+            db.set_best(key, text, ms, config.problem.flops / ms / 1e9,
+                        f"{validator} reference [1 1 1]")
+            result.best, result.best_ms = text, ms
+            return
+        db.record(key, text, "wrong", ms=ms,
+                  error=f"failed the reference check: bits {list(verdict.bits)}")
+    result.note = "no measured config passed the reference check" if ok else "no config ran"
+
+
+def _short(p) -> str:
+    return (f"{p.direction.name} {p.dtype.name} N{p.n} C{p.c * p.g} K{p.k * p.g} {p.hi}x{p.wi} "
+            f"{p.y}x{p.x}/s{p.stride_h}")
+
+
+def report_tuning(results: list[TuneResult], db_path: str) -> int:
+    """One line per problem and a total; exit 0 (a problem with no valid config is reported,
+    not an error: the database says why for each config)."""
+    from convgen import report
+    for r in results:
+        best = f"best {r.best_ms:.3f} ms {r.best}" if r.best else r.note
+        report.say(f"convgen tune: {r.problem}: {r.measured} timed, {r.skipped} already "
+                   f"measured, {r.invalid} invalid, {r.seconds:.1f} s; {best}")
+    report.say(f"convgen tune: {len(results)} problem(s) in {db_path}")
+    return 0

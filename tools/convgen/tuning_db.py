@@ -1,0 +1,200 @@
+"""The tuning database: every kernel config measured for a problem on a device, and the best.
+
+One SQLite file (stdlib sqlite3, write-ahead log), safe for several processes and GPUs
+writing at once: each measurement is its own transaction, so an interrupted tuning run
+loses nothing it finished and the next run skips what is already there.
+
+A problem's key is everything that changes which config is fastest: the device (arch and
+name), the Triton version, direction, type, layouts, N, C, K, G, H, W, Y, X, strides,
+padding and dilation (`problem_key`). Rows:
+
+    measurements   one per (key, config): its time in ms, or status "invalid" (the config
+                   does not compile or does not fit: `error` says why) or "wrong" (it ran
+                   and failed the reference check). The training data of a learned selector.
+    best           one per key: the fastest config that passed the reference check.
+    meta           the schema's name and version; a file without them is refused.
+
+The database never decides anything by itself: kernels/select.py (lookup) and tune.py
+(the search) use it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import closing
+from dataclasses import dataclass
+
+from convgen.errors import ConvgenError
+
+SCHEMA_NAME = "convgen-tuning"
+SCHEMA_VERSION = 1
+KEY_COLUMNS = ("arch", "device", "triton", "direction", "dtype", "layouts", "n", "c", "k", "g",
+               "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
+_KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in 'n c k g h w y x stride_h stride_w dil_h dil_w'.split() else 'TEXT'} NOT NULL"
+                     for c in KEY_COLUMNS)
+_KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS measurements (
+    {_KEY_DDL},
+    config TEXT NOT NULL,            -- KernelConfig.describe()
+    status TEXT NOT NULL CHECK (status IN ('ok', 'invalid', 'wrong')),
+    ms REAL,                         -- median time, status 'ok' only
+    tflops REAL,
+    error TEXT,                      -- why, for 'invalid' and 'wrong'
+    measured_at TEXT NOT NULL,
+    PRIMARY KEY ({", ".join(KEY_COLUMNS)}, config)
+);
+CREATE TABLE IF NOT EXISTS best (
+    {_KEY_DDL},
+    config TEXT NOT NULL,
+    ms REAL NOT NULL,
+    tflops REAL,
+    checked TEXT NOT NULL,           -- the reference check it passed
+    measured_at TEXT NOT NULL,
+    PRIMARY KEY ({", ".join(KEY_COLUMNS)})
+);
+"""
+
+
+def problem_key(problem, arch: str, device: str, triton_version: str) -> dict:
+    """The database key of a problem on a device (see the module's docstring)."""
+    p = problem
+    lay = p.layouts
+    return {"arch": arch, "device": device, "triton": triton_version,
+            "direction": p.direction.name, "dtype": p.dtype.name,
+            "layouts": f"{lay['input']}/{lay['filter']}/{lay['output']}",
+            "n": p.n, "c": p.c * p.g, "k": p.k * p.g, "g": p.g, "h": p.hi, "w": p.wi,
+            "y": p.y, "x": p.x, "stride_h": p.stride_h, "stride_w": p.stride_w,
+            "pad": f"{p.pad_h_l},{p.pad_h_r},{p.pad_w_l},{p.pad_w_r}",
+            "dil_h": p.dil_h, "dil_w": p.dil_w}
+
+
+@dataclass(frozen=True)
+class Best:
+    config: str
+    ms: float
+    tflops: float | None
+    checked: str
+    measured_at: str
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+class TuningDB:
+    """An open tuning database. `TuningDB(path)` creates the file when it does not exist;
+    `readonly=True` never creates or changes anything (run-time selection)."""
+
+    def __init__(self, path: str, readonly: bool = False):
+        self.path = path
+        if readonly and not os.path.exists(path):
+            raise ConvgenError(f"tuning database '{path}' does not exist", field="tuning_db")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not readonly and not os.path.isdir(folder):
+            raise ConvgenError(f"tuning database '{path}': the folder {folder} does not exist",
+                               field="tuning_db")
+        uri = f"file:{os.path.abspath(path)}{'?mode=ro' if readonly else ''}"
+        try:
+            self.con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
+            self.con.execute("PRAGMA busy_timeout=60000")
+            if not readonly and self._empty():   # a new file; a foreign one is never written to
+                self.con.executescript(_SCHEMA)
+                self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?), ('version', ?)",
+                                 (SCHEMA_NAME, str(SCHEMA_VERSION)))
+            self._check_schema()
+            if not readonly:   # readers never wait for a writer, writers queue
+                self.con.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as e:
+            raise ConvgenError(f"tuning database '{path}' cannot be read: {e} (not a SQLite "
+                               "file, or a damaged one)", field="tuning_db") from None
+
+    # ---- schema --------------------------------------------------------------------------
+    def _empty(self) -> bool:
+        return not self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+
+    def _check_schema(self) -> None:
+        try:
+            meta = dict(self.con.execute("SELECT name, value FROM meta").fetchall())
+        except sqlite3.OperationalError:
+            meta = {}
+        if meta.get("schema") != SCHEMA_NAME:
+            raise ConvgenError(f"tuning database '{self.path}' is not a convgen tuning database "
+                               "(another program's SQLite file?)", field="tuning_db")
+        if meta.get("version") != str(SCHEMA_VERSION):
+            raise ConvgenError(f"tuning database '{self.path}' has schema version "
+                               f"{meta.get('version')}; this convgen reads version {SCHEMA_VERSION}",
+                               field="tuning_db")
+
+    def _transaction(self):
+        con = self.con
+
+        class _Tx:
+            def __enter__(self):
+                con.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self, kind, value, tb):
+                con.execute("COMMIT" if kind is None else "ROLLBACK")
+                return False
+        return _Tx()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # ---- writing --------------------------------------------------------------------------
+    def record(self, key: dict, config: str, status: str, ms: float | None = None,
+               tflops: float | None = None, error: str | None = None) -> None:
+        """One measurement, committed at once (a later one of the same config replaces it)."""
+        row = {**key, "config": config, "status": status, "ms": ms, "tflops": tflops,
+               "error": error, "measured_at": _now()}
+        cols = ", ".join(row)
+        with self._transaction():
+            self.con.execute(f"INSERT OR REPLACE INTO measurements ({cols}) VALUES "
+                             f"({', '.join(':' + c for c in row)})", row)
+
+    def set_best(self, key: dict, config: str, ms: float, tflops: float | None, checked: str) -> None:
+        row = {**key, "config": config, "ms": ms, "tflops": tflops, "checked": checked,
+               "measured_at": _now()}
+        with self._transaction():
+            self.con.execute(f"INSERT OR REPLACE INTO best ({', '.join(row)}) VALUES "
+                             f"({', '.join(':' + c for c in row)})", row)
+
+    # ---- reading ----------------------------------------------------------------------------
+    def measured(self, key: dict) -> dict[str, tuple]:
+        """{config: (status, ms, error)} of everything measured for this key."""
+        with closing(self.con.execute(
+                f"SELECT config, status, ms, error FROM measurements WHERE {_KEY_MATCH}", key)) as cur:
+            return {c: (s, ms, e) for c, s, ms, e in cur}
+
+    def best(self, key: dict) -> Best | None:
+        row = self.con.execute(f"SELECT config, ms, tflops, checked, measured_at FROM best "
+                               f"WHERE {_KEY_MATCH}", key).fetchone()
+        return Best(*row) if row else None
+
+    def counts(self) -> dict:
+        """How many problems have a best config, and measurements by status (for reports)."""
+        out = {"best": self.con.execute("SELECT COUNT(*) FROM best").fetchone()[0]}
+        for status, n in self.con.execute("SELECT status, COUNT(*) FROM measurements GROUP BY status"):
+            out[status] = n
+        return out
+
+    def dump(self) -> str:
+        """Every row of both tables as JSON lines, sorted: a text form for review and diffs."""
+        lines = []
+        for table in ("best", "measurements"):
+            cur = self.con.execute(f"SELECT * FROM {table}")
+            names = [d[0] for d in cur.description]
+            rows = sorted(json.dumps({"table": table, **dict(zip(names, r))}, sort_keys=True)
+                          for r in cur)
+            lines += rows
+        return "\n".join(lines) + ("\n" if lines else "")
