@@ -88,8 +88,10 @@ def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["tune"], "no problem to tune"),
-    (["tune", "--layers", "vgg"], "--layers: 'vgg' is not issue or resnet50"),
-    (["tune", "--max-configs", "many", *PROBLEM], "--max-configs: 'many' is not an integer"),
+    (["tune", "--layers", "vgg"], "invalid value 'vgg' for --layers: expected one of issue, resnet50"),
+    (["tune", "--max-configs", "many", *PROBLEM],
+     "invalid value 'many' for --max-configs: expected a positive integer"),
+    (["tune", "--layers", "issue", "--directions", "fwd,sideways"], "invalid value 'fwd,sideways' for --directions"),
     (["tune", "--lines", "/nonexistent/lines.txt"], "cannot read"),
     (["tune", "--db", "/nonexistent/t.sqlite", *PROBLEM], "folder /nonexistent does not exist"),
     (["tune", "--operation", "conv2d", "-batchsize", "0"], "batch"),
@@ -99,3 +101,22 @@ def test_bad_tune_command_lines_are_one_error_line(argv, message):
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("convgen: error:") and message in lines[0], p.stderr
+
+
+def test_tune_flags_and_problem_flags_never_collide():
+    tune_keys = set(cli.TUNE_FLAGS.by_key)
+    assert not tune_keys & set(cli.ROCMLIR_FLAGS.by_key)
+    mine, rest = cli._split_flags(["--db", "x.sqlite", "-t", "f16", "--allow-cpu", "-batchsize=2",
+                                   "--jobs=3", "-x2"], cli.TUNE_FLAGS)
+    assert mine == ["--db", "x.sqlite", "--allow-cpu", "--jobs=3"]
+    assert rest == ["-t", "f16", "-batchsize=2", "-x2"]
+
+
+def test_layers_expand_to_one_problem_per_layer_direction_type_and_batch(tmp_path):
+    from convgen import models
+    args = cli.parse_tune(["--db", str(tmp_path / "t.sqlite"), "--layers", "issue", "--batch", "1,32",
+                           "--types", "bf16", "--directions", "bwd_data"])
+    assert len(args["configs"]) == 2 * len(models.CONV_BENCH_LAYERS)
+    assert {c.problem.direction.name for c in args["configs"]} == {"bwd_data"}
+    assert {c.problem.n for c in args["configs"]} == {1, 32}
+    assert {c.problem.dtype.name for c in args["configs"]} == {"bf16"}

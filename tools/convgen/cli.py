@@ -732,7 +732,7 @@ def flags_markdown() -> str:
         return lines
     out = ["# convgen flags", "",
            "Generated from the flag tables of `tools/convgen/cli.py` by `scripts/gen-docs`; "
-           "`convgen --help`, `convgen conv --help` and `convgen compare --help` print the same.",
+           "`convgen --help`, `convgen conv --help`, `convgen compare --help` and `convgen tune --help` print the same.",
            "Flags take one or two dashes and `-flag=value` or `-flag value`; the last of a "
            "repeated flag wins; a boolean flag alone means true and also takes `=0/1`, "
            "`=on/off`, `=true/false`.", "",
@@ -745,6 +745,8 @@ def flags_markdown() -> str:
                              {t for t, _ in _COMMON}), {}))
     out += ["", "## `convgen compare --kern KERN.npy --ref REF.npy -t TYPE`"]
     out += table(COMPARE_FLAGS)
+    out += ["", "## `convgen tune [tune flags] PROBLEM | --lines FILE | --layers NAME`"]
+    out += table(TUNE_FLAGS)
     return "\n".join(out) + "\n"
 
 
@@ -762,6 +764,12 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
             id(MIOPEN_FLAGS): (
                 "usage: convgen conv|convfp16|convbfp16|convint8 [MIOpenDriver flags] "
                 "[convgen flags]\n\nMIOpenDriver spellings; the CPU reference is on by default.\n"),
+            id(TUNE_FLAGS): (
+                "usage: convgen tune [tune flags] PROBLEM | --lines FILE | --layers NAME\n\n"
+                "Measures every kernel config of the tuning space (kernels/config.py) on this "
+                "device for each problem,\nchecks the fastest with the reference and records "
+                "all of it in the tuning database; a run\nwithout -perf_config then takes the "
+                "database's best. An interrupted run resumes.\n"),
             id(COMPARE_FLAGS): (
                 "usage: convgen compare --kern KERN.npy --ref REF.npy -t TYPE [flags]\n\n"
                 "Verifies two saved arrays (for example a --dump) with no kernel and no "
@@ -789,69 +797,77 @@ def parse_compare(argv: list[str]):
 
 # ---- convgen tune -------------------------------------------------------------------------
 
-TUNE_USAGE = """usage: convgen tune [--db PATH] [--max-configs N] [--jobs N] PROBLEM
-       PROBLEM: one problem's convgen flags (as in a test), or
-                --lines FILE (one flag set per line; # comments), or
-                --layers issue|resnet50 [--batch 1,32,256] [--types f16,bf16]
-                         [--directions fwd,bwd_data,bwd_weight]
-
-Measures every kernel config of the tuning space (kernels/config.py) on this device for
-each problem, checks the fastest with the reference, and records all of it in the tuning
-database (default: $CONVGEN_TUNING_DB, else tuning/tuning.sqlite). A run without
--perf_config then takes the database's best. An interrupted run resumes.
-"""
-_TUNE_OPTIONS = {"--db": str, "--max-configs": int, "--jobs": int, "--lines": str,
-                 "--layers": str, "--batch": str, "--types": str, "--directions": str,
-                 "--allow-cpu": None}
 _DIRECTION_OPERATION = {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
                         "bwd_weight": "conv2d_bwd_weight"}
 
 
+def _list(conv: Callable[[str], Any]) -> Callable[[str], tuple]:
+    """A comma-separated list, each item converted."""
+    return lambda text: tuple(conv(item) for item in text.split(","))
+
+
+TUNE_FLAGS = _table(
+    ("convgen tune (every other flag is the problem's, as in a test; -x2 is implied)", [
+        ("db", "db", _str, "the tuning database to fill (created when missing)",
+         "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
+        ("lines", "lines", _str, "a file of problems: one convgen flag set per line (# starts a "
+         "comment line; a pipe and what follows it are dropped)", ""),
+        ("layers", "layers", _words("issue", "resnet50"),
+         "a model's layers: issue (the seven layers of docs/conv-benchmark.md) or resnet50, "
+         "NHWC/KYXC", ""),
+        ("batch", "batch", _list(_size), "batch sizes of --layers", "256"),
+        ("types", "types", _list(_dtype), "types of --layers", "f16,bf16"),
+        ("directions", "directions", _list(_choice(_DIRECTION_OPERATION)),
+         "directions of --layers: fwd, bwd_data, bwd_weight", "all three"),
+        ("max_configs", "max_configs", _size, "measure at most the first N configs of the space",
+         "all"),
+        ("jobs", "jobs", _size, "configs compiled at once", "the CPU count"),
+        ("allow_cpu", "allow_cpu", _switch(),
+         "in Triton's interpreter, still choose a best (its times mean nothing)", "off"),
+    ]))
+
+
+def _split_flags(tokens: list[str], table: Table) -> tuple[list[str], list[str]]:
+    """(the tokens of `table`'s flags with their values, every other token), in order."""
+    mine, rest, i = [], [], 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        spelling, eq, _ = tok.partition("=")
+        flag = table.get(spelling.lstrip("-")) if _looks_like_flag(tok) else None
+        if flag is None:
+            rest.append(tok)
+            continue
+        mine.append(tok)
+        nxt = tokens[i] if i < len(tokens) else None
+        if not eq and nxt is not None and (nxt.strip().lower() in _TRUE + _FALSE if flag.boolean
+                                           else not _looks_like_flag(nxt)):
+            mine.append(nxt)
+            i += 1
+    return mine, rest
+
+
 def parse_tune(argv: list[str]) -> dict:
     """{"configs": [RunConfig, ...], "db": path, "max_configs", "jobs", "allow_cpu"}."""
-    from convgen import models
-    from convgen.kernels.config import DEFAULT_DB
-    opts, rest, i = {}, [], 0
-    while i < len(argv):
-        name, eq, value = argv[i].partition("=")
-        if name in _TUNE_OPTIONS:
-            kind = _TUNE_OPTIONS[name]
-            if kind is None:
-                opts[name] = True
-            else:
-                if not eq:
-                    i += 1
-                    if i >= len(argv):
-                        raise ConvgenError(f"{name} needs a value")
-                    value = argv[i]
-                try:
-                    opts[name] = kind(value)
-                except ValueError:
-                    raise ConvgenError(f"{name}: '{value}' is not {'an integer' if kind is int else 'valid'}") from None
-        else:
-            rest.append(argv[i])
-        i += 1
+    from convgen import models, tuning_db
+    mine, rest = _split_flags([str(a) for a in argv], TUNE_FLAGS)
+    v = _scan(mine, TUNE_FLAGS)
     flag_sets = []
-    if "--lines" in opts:
+    if "lines" in v:
         try:
-            with open(opts["--lines"]) as f:
+            with open(v["lines"]) as f:
                 flag_sets += [shlex.split(line.split("|")[0]) for line in f
                               if line.strip() and not line.lstrip().startswith("#")]
         except OSError as e:
-            raise ConvgenError(f"--lines: cannot read '{opts['--lines']}': {e.strerror}") from None
-    if "--layers" in opts:
-        layers = {"issue": models.CONV_BENCH_LAYERS, "resnet50": models.RESNET50}.get(opts["--layers"])
-        if layers is None:
-            raise ConvgenError(f"--layers: '{opts['--layers']}' is not issue or resnet50")
-        for d in opts.get("--directions", "fwd,bwd_data,bwd_weight").split(","):
-            if d not in _DIRECTION_OPERATION:
-                raise ConvgenError(f"--directions: unknown direction '{d}'")
-            for t in opts.get("--types", "f16,bf16").split(","):
-                for b in opts.get("--batch", "256").split(","):
-                    for layer in layers:
-                        flag_sets.append(["--operation", _DIRECTION_OPERATION[d], "-t", t,
-                                          *layer_args(layer, int(b)), "-in_layout=nhwc",
-                                          "-fil_layout=kyxc", "-out_layout=nhwk"])
+            raise ConvgenError(f"--lines: cannot read '{v['lines']}': {e.strerror}") from None
+    if "layers" in v:
+        layers = {"issue": models.CONV_BENCH_LAYERS, "resnet50": models.RESNET50}[v["layers"]]
+        for op in v.get("directions", tuple(_DIRECTION_OPERATION.values())):
+            for t in v.get("types", ("f16", "bf16")):
+                for batch in v.get("batch", (256,)):
+                    flag_sets += [["--operation", op, "-t", t, *layer_args(layer, batch),
+                                   "-in_layout=nhwc", "-fil_layout=kyxc", "-out_layout=nhwk"]
+                                  for layer in layers]
     if rest:
         flag_sets.append(rest)
     if not flag_sets:
@@ -863,9 +879,9 @@ def parse_tune(argv: list[str]) -> dict:
             configs.append(parse(words + ["-x2"]))
         except ConvgenError as e:
             raise _named(e, words) from None
-    return {"configs": configs, "db": opts.get("--db") or os.environ.get("CONVGEN_TUNING_DB") or DEFAULT_DB,
-            "max_configs": opts.get("--max-configs"), "jobs": opts.get("--jobs"),
-            "allow_cpu": opts.get("--allow-cpu", False)}
+    return {"configs": configs, "db": tuning_db.resolve(v.get("db", ""), writing=True),
+            "max_configs": v.get("max_configs"), "jobs": v.get("jobs"),
+            "allow_cpu": v.get("allow_cpu", False)}
 
 
 # ---- what other tools need spelled --------------------------------------------------------
@@ -967,7 +983,7 @@ def main(argv: list[str] | None = None) -> int:
         wants_help = any(a in ("-h", "-help", "--help") for a in argv)
         if argv and argv[0] == "tune":
             if wants_help:
-                print(TUNE_USAGE, end="")
+                print(usage(TUNE_FLAGS), end="")
                 return 0
             from convgen.tune import report_tuning, tune
             args = parse_tune(argv[1:])

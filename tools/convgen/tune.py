@@ -101,7 +101,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
     # compiling is CPU work (Triton's passes, ptxas): all cores at once, then time one by one
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         failures = list(pool.map(compile_only, ready))
-    timed = []
+    timed = 0
     bar = tqdm(total=len(ready), desc=_short(p), unit="cfg", disable=not progress, leave=False)
     for cfg, failed in zip(ready, failures):
         bar.update(1)
@@ -122,11 +122,10 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
             invalid += 1
             continue
         db.record(key, cfg.describe(), "ok", ms=ms, tflops=p.flops / ms / 1e9)
-        timed.append(cfg.describe())
+        timed += 1
     bar.close()
 
-    result = TuneResult(_short(p), None, None, len(timed), len(space) - len(todo), invalid,
-                        0.0)
+    result = TuneResult(_short(p), None, None, timed, len(space) - len(todo), invalid, 0.0)
     if be.interpreter and not allow_cpu:
         result.note = "interpreter: times recorded, no best chosen"
     else:
@@ -148,9 +147,9 @@ def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> No
     """Check the fastest measured configs with convgen's own reference, fastest first; the
     first that passes becomes the best."""
     from convgen import driver
+    from convgen.kernels.config import from_text
     ok = sorted(((ms, cfg) for cfg, (status, ms, _) in db.measured(key).items() if status == "ok"))
     validator = "cpu" if be.interpreter else "gpu"
-    from convgen.kernels.config import from_text
     for ms, text in ok[:CHECKS]:
         run = dataclasses.replace(
             config,

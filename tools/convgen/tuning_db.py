@@ -59,6 +59,22 @@ CREATE TABLE IF NOT EXISTS best (
 """
 
 
+DEFAULT_PATH = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                            "tuning", "tuning.sqlite"))
+
+
+def resolve(given: str | None, writing: bool = False) -> str | None:
+    """The database a run uses: `given` ("" for the default: $CONVGEN_TUNING_DB, else the
+    repository's tuning/tuning.sqlite; None for none). A reader takes a default that does
+    not exist as none (nothing is tuned yet); a writer creates it."""
+    if given is None:
+        return None
+    path = given or os.environ.get("CONVGEN_TUNING_DB") or DEFAULT_PATH
+    if not (given or writing or os.path.exists(path)):
+        return None
+    return path
+
+
 def problem_key(problem, arch: str, device: str, triton_version: str) -> dict:
     """The database key of a problem on a device (see the module's docstring)."""
     p = problem

@@ -208,35 +208,21 @@ def from_text(text: str) -> dict:
     return out
 
 
-DEFAULT_DB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                          "tuning", "tuning.sqlite")
-
-
-def database_path(given: str | None) -> str | None:
-    """The tuning database a run reads: the one given, else $CONVGEN_TUNING_DB, else the
-    repository's tuning/tuning.sqlite when it exists; None for none."""
-    if given is None:
-        return None
-    path = given or os.environ.get("CONVGEN_TUNING_DB") or DEFAULT_DB
-    if not given and not os.path.exists(path):
-        return None
-    return os.path.normpath(path)
-
-
 def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dict | None,
            db_path: str | None) -> tuple[KernelConfig, str]:
     """(the config to run, where it came from). Fields given on the command line force a
-    config over today's rule; without them the tuning database's best for exactly this problem on this
-    device (arch, name, Triton version; matrix-core path only) wins, else today's rule."""
+    config over today's rule; without them the tuning database's best for exactly this
+    problem on this device (arch, name, Triton version; matrix-core path only) wins, else
+    today's rule."""
     if overrides:
         return choose(problem, backend, use_dot, overrides), "set on the command line"
-    path = database_path(db_path)
+    from convgen import tuning_db
+    path = tuning_db.resolve(db_path)
     if use_dot and path:
         import triton
 
-        from convgen.tuning_db import TuningDB, problem_key
-        with TuningDB(path, readonly=True) as db:
-            best = db.best(problem_key(problem, backend.arch, backend.device_name(), triton.__version__))
+        with tuning_db.TuningDB(path, readonly=True) as db:
+            best = db.best(tuning_db.problem_key(problem, backend.arch, backend.device_name(), triton.__version__))
         if best is not None:
             return (choose(problem, backend, use_dot, from_text(best.config)),
                     f"tuned: the fastest measured here ({best.ms:.3f} ms, {best.measured_at}, "
