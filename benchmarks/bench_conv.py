@@ -4,11 +4,13 @@ Usage:
 
     python benchmarks/bench_conv.py [--layers issue|resnet50|all] [--types f16,bf16]
         [--directions fwd,bwd_data,bwd_weight] [--batch 256] [--path dot|fma] [--quick]
-        [--json out.json]
+        [--tuning-db PATH] [--json out.json]
 
 One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
 with seed 1. Ours: the kernel convgen runs, in its default configuration
-(kernels/config.py). The vendor's: torch.ops.aten.convolution (fwd) and
+(kernels/config.py), or with `--tuning-db PATH` the configuration convgen would select with
+that tuning database (its best for the problem when it has one, else the default); each row
+says which. The vendor's: torch.ops.aten.convolution (fwd) and
 torch.ops.aten.convolution_backward with one output asked for (bwd_data, bwd_weight), on
 the same memory, with cudnn.benchmark on and tf32 off. Both are timed in this process, one
 after the other, as the median of triton.testing.do_bench. ratio = vendor ms / our ms:
@@ -45,6 +47,10 @@ from convgen.backend import current  # noqa: E402
 from convgen.dtypes import elem_type  # noqa: E402
 from convgen.inputs import empty_output, make_inputs  # noqa: E402
 from convgen.kernels.config import choose  # noqa: E402
+try:   # trees older than issue 14 have no tuning database
+    from convgen.kernels.config import select  # noqa: E402
+except ImportError:
+    select = None
 from convgen.kernels.launch import run_conv  # noqa: E402
 try:   # trees older than the refactor of issue 12 keep these elsewhere or lack them
     from convgen.options import DataSpec  # noqa: E402
@@ -151,16 +157,19 @@ def _median_ms(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def bench_one(layer, direction, dtype, batch, use_dot, be, device_name) -> dict:
+def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None) -> dict:
     c, k, hw, f, s, pad, g = layer
     p = make_problem(direction=direction, dtype=elem_type(dtype), n=batch, g=g, c_total=c,
                      k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), pad=(pad,) * 4, layouts=NHWC)
     t = make_inputs(p, DataSpec(seed=1), be.torch_device)
     out = empty_output(p, be.torch_device)
-    cfg = choose(p, be, use_dot, None)
+    if db is not None and select is not None:
+        cfg, source = select(p, be, use_dot, None, db)
+    else:
+        cfg, source = choose(p, be, use_dot, None), "default rule"
     row = {"layer": layer_label(layer), "shape": list(layer), "direction": direction,
            "dtype": dtype, "batch": batch, "path": "dot" if use_dot else "fma",
-           "config": cfg.describe(), "flops": p.flops}
+           "config": cfg.describe(), "config_source": source, "flops": p.flops}
 
     def ours():
         run_conv(p, t, out, cfg, use_dot, be)
@@ -212,7 +221,7 @@ def print_report(head: dict, rows, summary) -> None:
     print(f"device: {head['device']}, torch {head['torch']}, triton {head['triton']}, "
           f"cudnn {head['cudnn']}")
     print(f"command: {head['command']}")
-    print("ratio = vendor ms / our ms (above 1: ours is faster)")
+    print("ratio = vendor ms / our ms (above 1: ours is faster); * = config from the tuning database")
     print(f"{'layer':24} {'dir':10} {'type':5} {'our ms':>8} {'vend ms':>8} {'ratio':>6} "
           f"{'our TF':>7} {'vend TF':>7} {'%peak':>6} {'diff':>7}  config")
     for r in rows:
@@ -221,9 +230,10 @@ def print_report(head: dict, rows, summary) -> None:
             print(f"{lead} error: {r['error']}  config {r['config']}")
             continue
         pct = "-" if r["our_pct_peak"] is None else f"{r['our_pct_peak']:.1f}"
+        tuned = "*" if r.get("config_source", "").startswith("tuned") else " "
         print(f"{lead} {r['our_ms']:8.3f} {r['vendor_ms']:8.3f} {r['ratio']:6.2f} "
               f"{r['our_tflops']:7.1f} {r['vendor_tflops']:7.1f} {pct:>6} "
-              f"{r['max_rel_diff']:7.1e}  {r['config']}")
+              f"{r['max_rel_diff']:7.1e} {tuned}{r['config']}")
     for d, g in summary["geomean"].items():
         per_type = ", ".join(f"{dt} {v:.2f}x" for dt, v in summary["geomean_by_type"][d].items())
         low = summary["lowest"][d]
@@ -243,6 +253,8 @@ def main():
                     help="our kernel's matrix-core (dot) or FMA path")
     ap.add_argument("--quick", action="store_true", help="the first three layers, the first type")
     ap.add_argument("--json", metavar="PATH", help="write the rows and geomeans here")
+    ap.add_argument("--tuning-db", metavar="PATH",
+                    help="run the configuration convgen selects with this tuning database")
     ap.add_argument("--tools", metavar="DIR", help="time the kernels of this tools/ folder instead "
                     "(another tree's, for an A/B of a kernel change)")
     args = ap.parse_args()
@@ -264,7 +276,9 @@ def main():
     torch.backends.cudnn.allow_tf32 = False    # IEEE f32 against our IEEE f32
     be = current()
     device_name = torch.cuda.get_device_name()
-    rows = [bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name)
+    if args.tuning_db and not os.path.exists(args.tuning_db):
+        ap.error(f"--tuning-db: no file {args.tuning_db}")
+    rows = [bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name, args.tuning_db)
             for d in directions for dt in types for layer in layers]
     head = {"device": device_name, "torch": torch.__version__, "triton": triton.__version__,
             "cudnn": torch.backends.cudnn.version(), "command": shlex.join(["python", *sys.argv])}

@@ -179,3 +179,12 @@ def test_the_bias_check_is_off_only_where_the_arithmetic_does_not_round_to_neare
     assert (why is None) == (off is None)
     if off:
         assert off in why
+
+
+def test_only_real_matrix_units_may_truncate_their_sums():
+    # the interpreter's dot is numpy's (round to nearest); GPUs' matrix units are not trusted to
+    assert (INTERP.dot_truncates, SM90.dot_truncates, GFX942.dot_truncates) == (False, True, True)
+    from convgen import tolerance
+    p = _problem("f16")
+    assert tolerance.accumulation(p, True, "ieee", None, SM90.dot_truncates).truncates
+    assert not tolerance.accumulation(p, False, "ieee", None, SM90.dot_truncates).truncates   # fma.rn

@@ -180,3 +180,18 @@ def test_load_counting_reads_each_form():
         global_store_dwordx4 v[4:5], v[0:3], off
     """
     assert count_loads(amdgcn, "hip") == {"wide": 2, "narrow": 2, "async": 1}
+
+
+def test_cache_survey_counts_only_conv_kernels(tmp_path):
+    # a real launch's cache: the loads the GPU runs, not compile_conv's imitation
+    from convgen.kernels.isa import cache_survey
+    (tmp_path / "h1").mkdir()
+    (tmp_path / "h1" / "conv_fwd_kernel.ptx").write_text(
+        "ld.global.b16 %rs1, [%rd1];\ncp.async.cg.shared.global [ %r1 + 0 ], [ %rd2 + 0 ], 0x10, %r2;\n")
+    (tmp_path / "h1" / "verify_stats.ptx").write_text("ld.global.b16 %rs1, [%rd1];\n")
+    (tmp_path / "h2").mkdir()
+    (tmp_path / "h2" / "conv_bwd_data_kernel.amdgcn").write_text("global_load_dwordx4 v[0:3], v[4:5], off\n")
+    (tmp_path / "h2" / "conv_bwd_data_kernel.json").write_text("{}")
+    rows = sorted(cache_survey(str(tmp_path)), key=lambda r: r["kernel"])
+    assert [(r["kernel"], r["wide"], r["narrow"], r["async"]) for r in rows] == [
+        ("conv_bwd_data_kernel", 1, 0, 0), ("conv_fwd_kernel", 1, 1, 1)]

@@ -134,3 +134,48 @@ def test_documented_table_matches_the_formulas():
         for doc, value in ((rms, t.rms), (abs_k, t.abs_k), (dmin, t.denorm_min), (rtol, t.rtol),
                            (atol_k, t.atol_k)):
             assert float(doc) == pytest.approx(value, rel=1e-3), (name, n)
+
+
+def _truncating_sums(rng, n: int, terms: int):
+    """n sums of `terms` products of f16 values drawn in [-1, 1], accumulated left to right
+    in float32 with every addition rounded toward zero (a matrix unit that truncates), and
+    exactly (float64)."""
+    import numpy as np
+    s = np.zeros(n, dtype=np.float32)
+    exact_sum = np.zeros(n)
+    for _ in range(terms):
+        a, b = (rng.uniform(-1, 1, n).astype(np.float16).astype(np.float64) for _ in range(2))
+        p = a * b                                       # exact: 11-bit significands
+        exact_sum += p                                  # float64: near enough to exact here
+        exact = s.astype(np.float64) + p.astype(np.float32)
+        near = exact.astype(np.float32)
+        too_far = np.abs(near.astype(np.float64)) > np.abs(exact)
+        s = np.where(too_far, np.nextafter(near, np.float32(0)), near)
+    return s, exact_sum
+
+
+def test_bias_lean_covers_a_truncating_accumulator_and_still_catches_rounding_bugs():
+    """A correct kernel whose fp32 sums truncate (as NVIDIA's tensor cores do) leans toward
+    zero: without the lean its bias check fails on enough elements, with it it passes;
+    an output rounded toward zero still fails with the lean."""
+    import numpy as np
+    from convgen import verify
+    n, terms = 120_000, 1152          # a 3x3x128 reduction; leans about -0.026 ulp
+    truncated, exact = _truncating_sums(np.random.default_rng(7), n, terms)
+    ref = torch.from_numpy(exact).to(torch.float16).double().reshape(1, 1, 1, 1, n)
+    kern = torch.from_numpy(truncated).to(torch.float16).reshape(1, 1, 1, 1, n)
+    f16 = dtypes.elem_type("f16")
+    trunc = Accumulation(n=terms, u_comp=0.0, u_acc=F32_ACC, truncates=True)
+    nearest = Accumulation(n=terms, u_comp=0.0, u_acc=F32_ACC)
+    assert tolerance.bias_lean(trunc, f16) == pytest.approx(terms * 2.0 ** -13)
+    assert tolerance.bias_lean(nearest, f16) == 0.0
+    lean = verify.verify(kern, ref, f16, accum=nearest)
+    assert lean.metrics["bias_magnitude"] < -tolerance.bias_limit(n)      # measurable ...
+    assert tuple(lean.bits) == (0, 1, 1)
+    allowed = verify.verify(kern, ref, f16, accum=trunc)
+    assert tuple(allowed.bits) == (1, 1, 1)                               # ... and allowed
+    # an output conversion that rounds toward zero is still caught
+    as_f16 = torch.from_numpy(truncated).to(torch.float16)
+    up = as_f16.double().abs() > torch.from_numpy(truncated).double().abs()
+    rz = torch.where(up, torch.nextafter(as_f16, torch.zeros_like(as_f16)), as_f16)
+    assert tuple(verify.verify(rz.reshape(1, 1, 1, 1, n), ref, f16, accum=trunc).bits)[0] == 0

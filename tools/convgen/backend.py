@@ -86,6 +86,14 @@ class Backend:
             return f"{self.arch}'s fast fp8 accumulation truncates its partial sums"
         return None
 
+    @property
+    def dot_truncates(self) -> bool:
+        """The matrix units' fp32 sums may round toward zero (tolerance.bias_lean): NVIDIA's
+        tensor cores truncate when they align and add; AMD does not document its MFMA
+        rounding, so it is not trusted to round to nearest either. The interpreter's dot is
+        numpy's, which rounds to nearest."""
+        return not self.interpreter
+
     def device_name(self) -> str:
         """The GPU's marketing name (the tuning database's key holds it: two parts of one arch
         differ in SMs and clocks); the backend's kind without a GPU."""

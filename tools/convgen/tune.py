@@ -163,8 +163,9 @@ def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> No
                         f"{validator} reference [1 1 1]")
             result.best, result.best_ms = text, ms
             return
-        db.record(key, text, "wrong", ms=ms,
-                  error=f"failed the reference check: bits {list(verdict.bits)}")
+        from convgen import report
+        db.record(key, text, "wrong", ms=ms, error=f"failed the reference check: bits "
+                  f"{list(verdict.bits)}: {report.summary_line(verdict)}")
     result.note = "no measured config passed the reference check" if ok else "no config ran"
 
 

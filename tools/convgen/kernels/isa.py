@@ -274,6 +274,23 @@ def load_survey(targets, dtype: str = "f16") -> list[dict]:
             for t in targets for d in ("fwd", "bwd_data", "bwd_weight")]
 
 
+def cache_survey(cache_dir: str) -> list[dict]:
+    """Global loads of every conv kernel a real run left in a Triton cache directory
+    (its .ptx or .amdgcn files): the specialization there is the launch's own, not
+    compile_conv's imitation of it."""
+    rows = []
+    for root, _, files in os.walk(cache_dir):
+        for f in sorted(files):
+            stem, ext = os.path.splitext(f)
+            if ext not in (".ptx", ".amdgcn") or not stem.startswith("conv_"):
+                continue
+            with open(os.path.join(root, f)) as fh:
+                asm = fh.read()
+            rows.append({"kernel": stem, "file": os.path.join(root, f),
+                         **count_loads(asm, "cuda" if ext == ".ptx" else "hip")})
+    return rows
+
+
 def _has_fma(asm: str, target: str) -> bool:
     if TARGETS[target].backend == "hip":
         return bool(re.search(r"\bv_(?:pk_)?fma|\bv_fmac", asm))
@@ -287,7 +304,18 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON list on stdout")
     ap.add_argument("--loads", action="store_true",
                     help="global loads of each direction's kernel: DIRECTION TARGET wide=N narrow=N async=N")
+    ap.add_argument("--cache", metavar="DIR",
+                    help="global loads of the conv kernels compiled into a Triton cache directory "
+                         "by real launches: KERNEL wide=N narrow=N async=N FILE")
     args = ap.parse_args(argv)
+    if args.cache:
+        rows = cache_survey(args.cache)
+        if args.json:
+            json.dump(rows, sys.stdout)
+            return 0
+        for r in rows:
+            print(f"{r['kernel']} wide={r['wide']} narrow={r['narrow']} async={r['async']} {r['file']}")
+        return 0 if rows else 1
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("isa: unset TRITON_INTERPRET to compile for real targets", file=sys.stderr)
         return 2
