@@ -140,11 +140,12 @@ def vendor_op(p, t):
     geometry = ([p.stride_h, p.stride_w], _padding(p), [p.dil_h, p.dil_w], False, [0, 0], p.g)
     x_shape = (p.n, p.g * p.c, p.hi, p.wi)
     w_shape = (p.g * p.k, p.c, p.y, p.x)
-    if p.direction.name == "fwd":
+    name = getattr(p.direction, "name", p.direction)   # older trees (--tools) name it by a string
+    if name == "fwd":
         x, w = nchw(t["input"], x_shape), nchw(t["filter"], w_shape)
         return lambda: aten.convolution(x, w, None, *geometry)
     dy = nchw(t["output"], (p.n, p.g * p.k, p.ho, p.wo))
-    if p.direction.name == "bwd_data":
+    if name == "bwd_data":
         w = nchw(t["filter"], w_shape)
         x = torch.empty(x_shape, dtype=w.dtype, device=w.device, memory_format=torch.channels_last)
         return lambda: aten.convolution_backward(dy, x, w, None, *geometry, [True, False, False])[0]

@@ -90,12 +90,33 @@ def test_random_geometries(seed):
     hi = rng.randint(dil[0] * (y - 1) + 1, 11)
     wi = rng.randint(dil[1] * (x - 1) + 1, 11)
     p = make_problem(direction=direction, dtype=elem_type(rng.choice(["f32", "f16"])),
-                     n=rng.randint(1, 3), g=g, c_total=g * rng.randint(1, 5),
+                     # channels below and above the smallest block (blocks_span_taps)
+                     n=rng.randint(1, 3), g=g, c_total=g * rng.choice([rng.randint(1, 5), rng.randint(16, 19)]),
                      k_total=g * rng.randint(1, 5), hi=hi, wi=wi, y=y, x=x, stride=stride,
                      dilation=dil, pad=tuple(rng.randint(0, 2) for _ in range(4)),
                      layouts=rng.choice(list(LAYOUTS.values())))
     perf = {"split": 3} if direction == "bwd_weight" and seed % 2 else None
     out, ref = _run(p, bool(seed % 2), perf, seed=seed + 7)
+    _check(p, out, ref)
+
+
+@pytest.mark.parametrize("c", [1, 3, 15, 16, 17])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_weight"])
+def test_blocks_across_taps_and_within_a_tap(direction, layout, c):
+    # c < 16: fwd's reduction blocks and bwd_weight's column tiles run across filter taps
+    # (FLAT_R, FLAT_N); from 16 on, each tap's channels are blocked alone. 16-wide blocks
+    # over a 7x5 filter with stride, dilation and padding: many partial blocks either way,
+    # and bwd_weight's split parts end inside a block
+    from convgen.directions import blocks_span_taps
+    p = make_problem(direction=direction, dtype=elem_type("f32"), n=2, g=1, c_total=c, k_total=19,
+                     hi=17, wi=13, y=7, x=5, stride=(2, 1), dilation=(1, 2), pad=(3, 2, 4, 1),
+                     layouts=LAYOUTS[layout])
+    assert blocks_span_taps(p) == (c < 16)
+    perf = {"block_m": 16, "block_n": 16, "block_k": 16}
+    if direction == "bwd_weight":
+        perf["split"] = 3
+    out, ref = _run(p, True, perf, seed=c)
     _check(p, out, ref)
 
 

@@ -10,7 +10,7 @@ import pytest
 from convgen import cli, tune
 from convgen.backend import current
 from convgen.kernels import config as kconfig
-from convgen.tuning_db import TuningDB, problem_key
+from convgen.tuning_db import TuningDB, key_for
 
 PROBLEM = ["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "5",
            "-out_channels", "7", "-in_h", "6", "-in_w", "5", "-fil_h", "3", "-fil_w", "2",
@@ -18,9 +18,7 @@ PROBLEM = ["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channel
 
 
 def _key(config):
-    import triton
-    be = current()
-    return problem_key(config.problem, be.arch, be.device_name(), triton.__version__)
+    return key_for(config.problem, current())
 
 
 def test_tune_measures_checks_records_and_resumes(tmp_path):

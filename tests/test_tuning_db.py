@@ -18,11 +18,11 @@ from convgen.tuning_db import TuningDB, problem_key
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _key(direction="fwd", n=256, arch="sm90", **kw):
+def _key(direction="fwd", n=256, arch="sm90", kernel="0123456789ab", **kw):
     p = make_problem(direction=direction, dtype=elem_type(kw.pop("dtype", "f16")), n=n, g=1,
                      c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1),
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
-    return problem_key(p, arch, "NVIDIA H100 80GB HBM3", "3.6.0")
+    return problem_key(p, arch, "NVIDIA H100 80GB HBM3", "3.6.0", kernel)
 
 
 def test_records_measurements_and_the_best(tmp_path):
@@ -122,3 +122,20 @@ def test_refuses_other_files_and_leaves_them_alone(tmp_path):
         TuningDB(str(tmp_path / "absent.sqlite"), readonly=True)
     with pytest.raises(ConvgenError, match="folder"):
         TuningDB(str(tmp_path / "no" / "such" / "t.sqlite"))
+
+
+def test_a_kernel_change_keys_apart(tmp_path):
+    # times taken on old kernel code are never the best for new code
+    with TuningDB(str(tmp_path / "t.sqlite")) as db:
+        old, new = _key(kernel="aaaaaaaaaaaa"), _key(kernel="bbbbbbbbbbbb")
+        db.record(old, "block_m=64", "ok", ms=1.0)
+        db.set_best(old, "block_m=64", 1.0, None, "cpu reference [1 1 1]")
+        assert db.best(old) is not None and db.best(new) is None
+
+
+def test_kernel_digest_follows_the_kernel_source():
+    from convgen.directions import direction
+    from convgen.kernels.launch import kernel_digest
+    digests = {d: kernel_digest(direction(d)) for d in ("fwd", "bwd_data", "bwd_weight")}
+    assert len(set(digests.values())) == 3 and all(len(v) == 12 for v in digests.values())
+    assert kernel_digest(direction("fwd")) == digests["fwd"]

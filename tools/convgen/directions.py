@@ -24,6 +24,17 @@ from dataclasses import dataclass
 from typing import Callable
 
 
+# The smallest channel block a kernel walks (a 16-bit matrix instruction's k).
+MIN_CHANNEL_BLOCK = 16
+
+
+def blocks_span_taps(p) -> bool:
+    """One filter tap's channels fill less than the smallest channel block (the C = 3 stem),
+    so fwd's reduction blocks and bwd_weight's column tiles run across taps over the
+    flattened (y, x, c) instead of padding each tap's few channels to a block."""
+    return p.c < MIN_CHANNEL_BLOCK
+
+
 @dataclass(frozen=True)
 class Direction:
     name: str
@@ -33,7 +44,7 @@ class Direction:
     gemm_dims: tuple             # (M, N, R) as words, for people
     gemm: Callable               # problem -> (M, N, R) per group
     # The N extent one output tile spans: bwd_weight's tiles each cover one filter tap's
-    # channels, so its tile sizes follow c, not c*y*x.
+    # channels, so its tile sizes follow c, not c*y*x (unless blocks_span_taps).
     tile_n: Callable
     # The reduction extent one loop of the kernel walks in BLOCK_K steps: the channels of one
     # filter tap (fwd, bwd_data), the output pixels (bwd_weight).
@@ -56,7 +67,8 @@ FWD = Direction(
     "fwd", "forward: output = input * filter",
     reads=("input", "filter"), writes="output", gemm_dims=("n*ho*wo", "k", "c*y*x"),
     gemm=lambda p: (p.n * p.ho * p.wo, p.k, p.c * p.y * p.x),
-    tile_n=lambda p: p.k, tile_k=lambda p: p.c, splits_reduction=False,
+    tile_n=lambda p: p.k, tile_k=lambda p: p.c * p.y * p.x if blocks_span_taps(p) else p.c,
+    splits_reduction=False,
     kernel="convgen.kernels.conv_fwd:launch_spec",
     cpu_reference="convgen.reference:FWD",
     gpu_reference="convgen.kernels.gpu_reference:conv_ref_fwd_kernel")
@@ -72,7 +84,8 @@ BWD_WEIGHT = Direction(
     "bwd_weight", "backward weight: filter gradient from the input and the output gradient",
     reads=("input", "output"), writes="filter", gemm_dims=("k", "c*y*x", "n*ho*wo"),
     gemm=lambda p: (p.k, p.c * p.y * p.x, p.n * p.ho * p.wo),
-    tile_n=lambda p: p.c, tile_k=lambda p: p.n * p.ho * p.wo, splits_reduction=True,
+    tile_n=lambda p: p.c * p.y * p.x if blocks_span_taps(p) else p.c,
+    tile_k=lambda p: p.n * p.ho * p.wo, splits_reduction=True,
     kernel="convgen.kernels.conv_bwd_weight:launch_spec",
     cpu_reference="convgen.reference:BWD_WEIGHT",
     gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_weight_kernel")

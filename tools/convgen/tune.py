@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from convgen import backend as backends
 from convgen.errors import ConvgenError
 from convgen.options import RunConfig
-from convgen.tuning_db import TuningDB, problem_key
+from convgen.tuning_db import TuningDB, key_for
 
 CHECKS = 3   # how many of the fastest configs may fail the reference check before giving up
 
@@ -60,7 +60,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
     why = be.type_unsupported(p.dtype)
     if why:
         raise ConvgenError(why, field="type")
-    key = problem_key(p, be.arch, be.device_name(), triton.__version__)
+    key = key_for(p, be)
     done = db.measured(key)
     space = kconfig.space(p, be)
     if max_configs:

@@ -5,8 +5,9 @@ writing at once: each measurement is its own transaction, so an interrupted tuni
 loses nothing it finished and the next run skips what is already there.
 
 A problem's key is everything that changes which config is fastest: the device (arch and
-name), the Triton version, direction, type, layouts, N, C, K, G, H, W, Y, X, strides,
-padding and dilation (`problem_key`). Rows:
+name), the Triton version, the kernel's source (a digest of the direction's kernel module
+and the pieces it shares: a kernel change makes old times stale), direction, type,
+layouts, N, C, K, G, H, W, Y, X, strides, padding and dilation (`problem_key`, `key_for`). Rows:
 
     measurements   one per (key, config): its time in ms, or status "invalid" (the config
                    does not compile or does not fit: `error` says why) or "wrong" (it ran
@@ -29,8 +30,8 @@ from dataclasses import dataclass
 from convgen.errors import ConvgenError
 
 SCHEMA_NAME = "convgen-tuning"
-SCHEMA_VERSION = 1
-KEY_COLUMNS = ("arch", "device", "triton", "direction", "dtype", "layouts", "n", "c", "k", "g",
+SCHEMA_VERSION = 2
+KEY_COLUMNS = ("arch", "device", "triton", "kernel", "direction", "dtype", "layouts", "n", "c", "k", "g",
                "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
 _KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in 'n c k g h w y x stride_h stride_w dil_h dil_w'.split() else 'TEXT'} NOT NULL"
                      for c in KEY_COLUMNS)
@@ -75,17 +76,26 @@ def resolve(given: str | None, writing: bool = False) -> str | None:
     return path
 
 
-def problem_key(problem, arch: str, device: str, triton_version: str) -> dict:
+def problem_key(problem, arch: str, device: str, triton_version: str, kernel: str) -> dict:
     """The database key of a problem on a device (see the module's docstring)."""
     p = problem
     lay = p.layouts
-    return {"arch": arch, "device": device, "triton": triton_version,
+    return {"arch": arch, "device": device, "triton": triton_version, "kernel": kernel,
             "direction": p.direction.name, "dtype": p.dtype.name,
             "layouts": f"{lay['input']}/{lay['filter']}/{lay['output']}",
             "n": p.n, "c": p.c * p.g, "k": p.k * p.g, "g": p.g, "h": p.hi, "w": p.wi,
             "y": p.y, "x": p.x, "stride_h": p.stride_h, "stride_w": p.stride_w,
             "pad": f"{p.pad_h_l},{p.pad_h_r},{p.pad_w_l},{p.pad_w_r}",
             "dil_h": p.dil_h, "dil_w": p.dil_w}
+
+
+def key_for(problem, backend) -> dict:
+    """The key of a problem on this backend, this Triton and these kernels."""
+    import triton
+
+    from convgen.kernels.launch import kernel_digest
+    return problem_key(problem, backend.arch, backend.device_name(), triton.__version__,
+                       kernel_digest(problem.direction))
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, fields, replace
 
 from convgen.backend import Backend
+from convgen.directions import blocks_span_taps
 from convgen.errors import ConvgenError
 from convgen.problem import ConvProblem
 
@@ -158,8 +159,10 @@ def _split(problem: ConvProblem, bm: int, bn: int) -> int:
     if not problem.direction.splits_reduction:
         return 1
     m, _, r = problem.gemm
-    # each tap's channels are tiled on their own (conv_bwd_weight)
-    tiles = -(-m // bm) * problem.y * problem.x * -(-problem.direction.tile_n(problem) // bn) * problem.g
+    # each tap's channels are tiled on their own (conv_bwd_weight), unless tiles span taps
+    tiles = -(-m // bm) * -(-problem.direction.tile_n(problem) // bn) * problem.g
+    if not blocks_span_taps(problem):
+        tiles *= problem.y * problem.x
     want = max(1, 256 // max(1, tiles))
     return max(1, min(want, r // 1024, 64))
 
@@ -170,7 +173,7 @@ def _split(problem: ConvProblem, bm: int, bn: int) -> int:
 SPACE_MN = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 SPACE_K = (32, 64)
 SPACE_STAGES = {"cuda": (3, 4), "hip": (2,), "interpreter": (1,)}
-SPACE_SPLIT = (1, 4, 16)
+SPACE_SPLIT = (1, 4, 16, 64)
 
 
 def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
@@ -212,17 +215,15 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
            db_path: str | None) -> tuple[KernelConfig, str]:
     """(the config to run, where it came from). Fields given on the command line force a
     config over today's rule; without them the tuning database's best for exactly this
-    problem on this device (arch, name, Triton version; matrix-core path only) wins, else
+    problem on this device (arch, name, Triton version, kernel source; matrix-core path only) wins, else
     today's rule."""
     if overrides:
         return choose(problem, backend, use_dot, overrides), "set on the command line"
     from convgen import tuning_db
     path = tuning_db.resolve(db_path)
     if use_dot and path:
-        import triton
-
         with tuning_db.TuningDB(path, readonly=True) as db:
-            best = db.best(tuning_db.problem_key(problem, backend.arch, backend.device_name(), triton.__version__))
+            best = db.best(tuning_db.key_for(problem, backend))
         if best is not None:
             return (choose(problem, backend, use_dot, from_text(best.config)),
                     f"tuned: the fastest measured here ({best.ms:.3f} ms, {best.measured_at}, "

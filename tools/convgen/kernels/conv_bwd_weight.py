@@ -8,6 +8,9 @@ A = the output gradient; B = the input, gathered; C = the filter gradient.
 Each tile's columns belong to one filter tap (fy, fx) and a block of BLOCK_N consecutive
 channels, so B is a run of channels per output pixel (contiguous for a channels-last
 input) under one spatial mask per pixel, and the tap costs nothing inside the loop.
+When a tap has fewer channels than the smallest block (the C = 3 stem), FLAT_N tiles the
+flattened (y, x, c) instead: per-tap tiles would be mostly padding, and every tile rereads
+the whole output gradient, so fewer tiles also means fewer passes over it.
 
 R covers the whole batch, so it may be split into SPLIT parts (split-K): each part
 writes fp32 partial sums to a workspace and `split_reduce_kernel` adds them in part
@@ -17,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from convgen.directions import blocks_span_taps
 from convgen.kernels import launch
 from convgen.kernels.common import mac, split3, tile_ids
 
@@ -40,26 +44,35 @@ def conv_bwd_weight_kernel(
     USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
+    GROUP_M: tl.constexpr, FLAT_N: tl.constexpr,
 ):
     pid_z = tl.program_id(1)
     g = pid_z // SPLIT
     s = pid_z % SPLIT
-    CB = tl.cdiv(C, BLOCK_N)
-    pid_m, pid_n = tile_ids(tl.program_id(0), K, Y * X * CB * BLOCK_N, BLOCK_M, BLOCK_N, GROUP_M)
-    # N tile -> (tap, channel block); tap -> (fy, fx)
-    tap = pid_n // CB
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
+    if FLAT_N:
+        # a tap has fewer channels than a block (directions.blocks_span_taps): tiles of
+        # the flattened (fy, fx, c), so fy, fx and the spatial mask vary per column
+        pid_m, pid_n = tile_ids(tl.program_id(0), K, Y * X * C, BLOCK_M, BLOCK_N, GROUP_M)
+        j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: (fy, fx, c), c fastest
+        tap = j // C
+        c = j - tap * C
+        c_ok = j < Y * X * C
+    else:
+        CB = tl.cdiv(C, BLOCK_N)
+        pid_m, pid_n = tile_ids(tl.program_id(0), K, Y * X * CB * BLOCK_N, BLOCK_M, BLOCK_N, GROUP_M)
+        # N tile -> (tap, channel block): one tap per tile, a scalar
+        tap = pid_n // CB
+        c = (pid_n - tap * CB) * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: channels of this tap
+        c_ok = c < C
     fy = tap // X
     fx = tap - fy * X
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)                 # GEMM rows M: output channels
-    c = (pid_n - tap * CB) * BLOCK_N + tl.arange(0, BLOCK_N)     # GEMM columns N: channels of this tap
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # GEMM rows M: output channels
     ks = tl.arange(0, BLOCK_K)
     R = N * HO * WO
     r_begin = s * R_CHUNK
     r_end = tl.minimum(R, r_begin + R_CHUNK)
     m_ok = rm < K
-    c_ok = c < C
     y_row = y_ptr + g * sy_g + rm * sy_k
     x_col = x_ptr + g * sx_g + c * sx_c
     for r0 in range(r_begin, r_end, BLOCK_K):
@@ -69,11 +82,18 @@ def conv_bwd_weight_kernel(
         r_ok = rk < r_end
         a = tl.load(y_row[:, None] + (n_ * sy_n + ho * sy_h + wo * sy_w)[None, :],
                     mask=m_ok[:, None] & r_ok[None, :], other=0.0)
-        hi = ho * SH + (fy * DH - PH)
-        wi = wo * SW + (fx * DW - PW)
-        pix_ok = r_ok & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
-        b = tl.load(x_col[None, :] + (n_ * sx_n + hi * sx_h + wi * sx_w)[:, None],
-                    mask=pix_ok[:, None] & c_ok[None, :], other=0.0)
+        if FLAT_N:
+            hi = (ho * SH)[:, None] + (fy * DH - PH)[None, :]
+            wi = (wo * SW)[:, None] + (fx * DW - PW)[None, :]
+            b_ok = r_ok[:, None] & c_ok[None, :] & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
+            b = tl.load(x_col[None, :] + (n_ * sx_n)[:, None] + hi * sx_h + wi * sx_w,
+                        mask=b_ok, other=0.0)
+        else:
+            hi = ho * SH + (fy * DH - PH)
+            wi = wo * SW + (fx * DW - PW)
+            pix_ok = r_ok & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
+            b = tl.load(x_col[None, :] + (n_ * sx_n + hi * sx_h + wi * sx_w)[:, None],
+                        mask=pix_ok[:, None] & c_ok[None, :], other=0.0)
         acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     o_mask = m_ok[:, None] & c_ok[None, :]
     if SPLIT == 1:
@@ -111,6 +131,13 @@ def split_reduce_kernel(ws_ptr, w_ptr, G, K, C,
     tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=ok)
 
 
+def column_tiles(p, cfg) -> int:
+    """Tiles along N (c * y * x): per tap unless a tap's channels are fewer than a block."""
+    if blocks_span_taps(p):
+        return triton.cdiv(p.c * p.y * p.x, cfg.block_n)
+    return p.y * p.x * triton.cdiv(p.c, cfg.block_n)
+
+
 def parts(p, cfg) -> tuple[int, int]:
     """(split, r_chunk): how many parts the reduction is cut into, and each part's length
     (a multiple of block_k, so no tile straddles two parts; no part is empty)."""
@@ -133,9 +160,12 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         ws = torch.empty((workspace_elements(p, cfg),), dtype=torch.float32, device=out.device)
     runtime = {**launch.tensor_args(p, tensors, out), "ws_ptr": out if ws is None else ws,
                "R_CHUNK": r_chunk}
-    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split}
+    flat = blocks_span_taps(p)
+    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split,
+                  "FLAT_N": flat}
     # one program row per group and reduction part; a tile's columns are one tap's channels
-    grid = (triton.cdiv(m, cfg.block_m) * p.y * p.x * triton.cdiv(p.c, cfg.block_n), p.g * split)
+    # (or, FLAT_N, a block of the flattened (y, x, c))
+    grid = (triton.cdiv(m, cfg.block_m) * column_tiles(p, cfg), p.g * split)
 
     def reduce(compile_options):
         total = p.g * p.k * n

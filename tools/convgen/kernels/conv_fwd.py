@@ -10,10 +10,13 @@ flat loop (so Triton pipelines it): per step the tap costs a few scalar operatio
 spatial mask per GEMM row, and the channel block is a run of consecutive channels. With a
 channels-last input and filter that run is contiguous memory, and a launch that sees
 stride 1 and sizes divisible by 16 (Triton's specialization) loads it 16 bytes at a time.
+When a tap has fewer channels than the smallest block (the C = 3 stem), FLAT_R walks
+blocks of the flattened (y, x, c) instead, so a block is not mostly padding.
 """
 import triton
 import triton.language as tl
 
+from convgen.directions import blocks_span_taps
 from convgen.kernels import launch
 from convgen.kernels.common import mac, split3, tile_ids
 
@@ -35,6 +38,7 @@ def conv_fwd_kernel(
     USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    FLAT_R: tl.constexpr,
 ):
     g = tl.program_id(1)
     M = N * HO * WO
@@ -51,22 +55,41 @@ def conv_fwd_kernel(
     wi0 = wo * SW - PW      # input column of filter column 0
     x_row = x_ptr + g * sx_g + n_ * sx_n
     w_col = w_ptr + g * sw_g + rn * sw_k
-    CB = tl.cdiv(C, BLOCK_K)
-    for r in range(0, Y * X * CB):
-        # R -> (tap, channel block); tap -> (fy, fx): scalars, once per step
-        tap = r // CB
-        c = (r - tap * CB) * BLOCK_K + ks
-        fy = tap // X
-        fx = tap - fy * X
-        hi = hi0 + fy * DH
-        wi = wi0 + fx * DW
-        row_ok = m_ok & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
-        c_ok = c < C
-        a = tl.load((x_row + hi * sx_h + wi * sx_w)[:, None] + (c * sx_c)[None, :],
-                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)
-        b = tl.load((w_col + fy * sw_y + fx * sw_x)[None, :] + (c * sw_c)[:, None],
-                    mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    if FLAT_R:
+        # a tap has fewer channels than a block (directions.blocks_span_taps): blocks of
+        # the flattened (fy, fx, c), with a spatial mask per element
+        for r0 in range(0, Y * X * C, BLOCK_K):
+            rr = r0 + ks        # GEMM reduction R: (fy, fx, c) flattened, c fastest
+            tap = rr // C
+            c = rr - tap * C
+            fy = tap // X
+            fx = tap - fy * X
+            r_ok = rr < Y * X * C
+            hi = hi0[:, None] + (fy * DH)[None, :]
+            wi = wi0[:, None] + (fx * DW)[None, :]
+            a_ok = m_ok[:, None] & r_ok[None, :] & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
+            a = tl.load(x_row[:, None] + hi * sx_h + wi * sx_w + (c * sx_c)[None, :],
+                        mask=a_ok, other=0.0)
+            b = tl.load(w_col[None, :] + (fy * sw_y + fx * sw_x + c * sw_c)[:, None],
+                        mask=r_ok[:, None] & n_ok[None, :], other=0.0)
+            acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    else:
+        CB = tl.cdiv(C, BLOCK_K)
+        for r in range(0, Y * X * CB):
+            # R -> (tap, channel block); tap -> (fy, fx): scalars, once per step
+            tap = r // CB
+            c = (r - tap * CB) * BLOCK_K + ks
+            fy = tap // X
+            fx = tap - fy * X
+            hi = hi0 + fy * DH
+            wi = wi0 + fx * DW
+            row_ok = m_ok & (hi >= 0) & (hi < HI) & (wi >= 0) & (wi < WI)
+            c_ok = c < C
+            a = tl.load((x_row + hi * sx_h + wi * sx_w)[:, None] + (c * sx_c)[None, :],
+                        mask=row_ok[:, None] & c_ok[None, :], other=0.0)
+            b = tl.load((w_col + fy * sw_y + fx * sw_x)[None, :] + (c * sw_c)[:, None],
+                        mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+            acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     # C tile -> output (n, g, k, ho, wo)
     out = y_ptr + g * sy_g + (n_ * sy_n + ho * sy_h + wo * sy_w)[:, None] + (rn * sy_k)[None, :]
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
@@ -75,6 +98,7 @@ def conv_fwd_kernel(
 def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     m, n, _ = p.gemm
     runtime = launch.tensor_args(p, tensors, out)
-    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta}
+    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta,
+                  "FLAT_R": blocks_span_taps(p)}
     grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n), p.g)
     return launch.LaunchSpec(conv_fwd_kernel, grid, runtime, constexprs)

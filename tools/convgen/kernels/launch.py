@@ -8,6 +8,9 @@ reduction). The helpers here build the arguments that are the same in every kern
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -110,3 +113,17 @@ def triton_failure(e: BaseException) -> str | None:
     if isinstance(e, RuntimeError) and str(e).startswith("Triton Error"):
         return str(e).splitlines()[0]
     return None
+
+
+@functools.cache
+def kernel_digest(direction) -> str:
+    """A short digest of the source a direction's kernel is built from (its module and the
+    shared pieces in kernels/common.py): the tuning database keys times on it, so a kernel
+    change never selects a config timed on the old code."""
+    from convgen.kernels import common
+    module = importlib.import_module(direction.kernel.partition(":")[0])
+    h = hashlib.sha256()
+    for path in (module.__file__, common.__file__):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
