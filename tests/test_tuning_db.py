@@ -139,3 +139,19 @@ def test_kernel_digest_follows_the_kernel_source():
     digests = {d: kernel_digest(direction(d)) for d in ("fwd", "bwd_data", "bwd_weight")}
     assert len(set(digests.values())) == 3 and all(len(v) == 12 for v in digests.values())
     assert kernel_digest(direction("fwd")) == digests["fwd"]
+
+
+def test_a_closed_database_is_one_plain_file_a_reader_opens_read_only(tmp_path):
+    # committed to the repository and read from a read-only checkout: no -wal, no -shm
+    path = tmp_path / "t.sqlite"
+    with TuningDB(str(path)) as db:
+        db.record(_key(), "block_m=64", "ok", ms=1.0)
+        db.set_best(_key(), "block_m=64", 1.0, None, "cpu reference [1 1 1]")
+        assert (tmp_path / "t.sqlite-wal").exists()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["t.sqlite"]
+    tmp_path.chmod(0o555)
+    try:
+        with TuningDB(str(path), readonly=True) as db:
+            assert db.best(_key()).config == "block_m=64"
+    finally:
+        tmp_path.chmod(0o755)

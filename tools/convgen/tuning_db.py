@@ -117,6 +117,7 @@ class TuningDB:
 
     def __init__(self, path: str, readonly: bool = False):
         self.path = path
+        self.readonly = readonly
         if readonly and not os.path.exists(path):
             raise ConvgenError(f"tuning database '{path}' does not exist", field="tuning_db")
         folder = os.path.dirname(os.path.abspath(path))
@@ -168,6 +169,15 @@ class TuningDB:
         return _Tx()
 
     def close(self) -> None:
+        if not self.readonly:
+            # the last writer out folds the write-ahead log back and leaves a plain file, which
+            # a read-only checkout can open (a WAL file needs its -shm beside it); while another
+            # writer is still open this fails, and that one does it
+            try:
+                self.con.execute("PRAGMA busy_timeout=0")
+                self.con.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.OperationalError:
+                pass
         self.con.close()
 
     def __enter__(self):
