@@ -195,3 +195,19 @@ def test_cache_survey_counts_only_conv_kernels(tmp_path):
     rows = sorted(cache_survey(str(tmp_path)), key=lambda r: r["kernel"])
     assert [(r["kernel"], r["wide"], r["narrow"], r["async"]) for r in rows] == [
         ("conv_bwd_data_kernel", 1, 0, 0), ("conv_fwd_kernel", 1, 1, 1)]
+
+
+def test_blocks_across_taps_compile_to_matrix_instructions():
+    # the C = 3 stem's paths (FLAT_R, FLAT_N) on AMD and NVIDIA, cross-compiled here
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
+    code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv, matrix_instructions\n"
+            "for t in ('gfx90a', 'gfx942', 'sm90'):\n"
+            "    for d in ('fwd', 'bwd_weight'):\n"
+            "        c = compile_conv(d, 'f16', True, t, CHANNELS_LAST, channels=3)\n"
+            "        print(d, t, len(matrix_instructions(c, t)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert len(rows) == 6 and all(int(n) > 0 for _, _, n in rows), proc.stdout

@@ -79,9 +79,9 @@ def matrix_instructions(compiled, target: str) -> list[str]:
     return sorted(set(MATRIX_RE[TARGETS[target].backend].findall(asm)))
 
 
-def _problem(direction: str, dtype: str, layouts=None, stride=(1, 1)):
+def _problem(direction: str, dtype: str, layouts=None, stride=(1, 1), channels: int = 32):
     from convgen.problem import make_problem
-    return make_problem(direction=direction, dtype=dtypes.elem_type(dtype), n=2, g=1, c_total=32,
+    return make_problem(direction=direction, dtype=dtypes.elem_type(dtype), n=2, g=1, c_total=channels,
                         k_total=64, hi=14, wi=14, y=3, x=3, stride=stride, pad=(1, 1, 1, 1),
                         layouts=layouts)
 
@@ -116,12 +116,13 @@ def _launch_signature(runtime: dict) -> tuple[dict, dict, tuple]:
 
 
 def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts=None,
-                 stride=(1, 1), perf_config: dict | None = None):
+                 stride=(1, 1), perf_config: dict | None = None, channels: int = 32):
     """The kernel under test for a small problem, as convgen would launch it on `target`;
-    `perf_config` holds config fields over the default."""
+    `perf_config` holds config fields over the default; `channels` below 16 takes the
+    paths whose blocks span filter taps."""
     from convgen.kernels.config import choose
     from convgen.kernels.launch import launch_spec
-    p = _problem(direction, dtype, layouts, stride)
+    p = _problem(direction, dtype, layouts, stride, channels)
     be = backend_of(target)
     cfg = choose(p, be, use_dot,
                  perf_config or ({"split": 2} if p.direction.splits_reduction else None))
