@@ -35,6 +35,14 @@ def blocks_span_taps(p) -> bool:
     return p.c < MIN_CHANNEL_BLOCK
 
 
+def column_tiles(p, block_n: int) -> int:
+    """bwd_weight's output tiles along N (c * y * x) per row of tiles: each tap's channels
+    tiled alone, or the flattened (y, x, c) when blocks span taps."""
+    if blocks_span_taps(p):
+        return -(-(p.c * p.y * p.x) // block_n)
+    return p.y * p.x * -(-p.c // block_n)
+
+
 @dataclass(frozen=True)
 class Direction:
     name: str

@@ -195,12 +195,9 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
     t0 = time.perf_counter()
     accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,
                                    be.dot_u_acc(p.dtype, cfg.max_num_imprecise_acc), be.dot_truncates)
-    unchecked = be.bias_unchecked(p.dtype, use_dot, config.kernel.input_precision,
-                                  cfg.max_num_imprecise_acc)
-    lean = tolerance.bias_lean(accum, p.dtype.out_type)
-    if unchecked is None and lean > tolerance.MAX_LEAN:
-        unchecked = (f"{accum.n} terms summed by matrix units that may truncate can lean "
-                     f"{lean:.2f} ulp, too near a rounding bug's 0.5")
+    unchecked = (be.bias_unchecked(p.dtype, use_dot, config.kernel.input_precision,
+                                   cfg.max_num_imprecise_acc)
+                 or tolerance.lean_unchecked(accum, p.dtype.out_type))
     bias_check = unchecked is None
     if not bias_check:
         say(f"convgen: note: {unchecked}: the bias check is off for this run "

@@ -206,6 +206,16 @@ def bias_lean(accum: Accumulation | None, out) -> float:
     return accum.n * accum.u_acc / out.u
 
 
+def lean_unchecked(accum: Accumulation | None, out) -> str | None:
+    """Why the bias check is off because the allowed lean is past MAX_LEAN; None when the
+    check can still run (Backend.bias_unchecked gives the backend's own reasons)."""
+    lean = bias_lean(accum, out)
+    if lean <= MAX_LEAN:
+        return None
+    return (f"{accum.n} terms summed by matrix units that may truncate can lean "
+            f"{lean:.2f} ulp, too near a rounding bug's 0.5")
+
+
 # ---- the derivation -------------------------------------------------------------------
 
 @dataclass(frozen=True)

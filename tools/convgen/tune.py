@@ -48,7 +48,6 @@ def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
 
 
 def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress) -> TuneResult:
-    import triton
     from tqdm import tqdm
 
     from convgen import inputs
@@ -146,7 +145,7 @@ def _time(run, be) -> float:
 def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> None:
     """Check the fastest measured configs with convgen's own reference, fastest first; the
     first that passes becomes the best."""
-    from convgen import driver
+    from convgen import driver, report
     from convgen.kernels.config import from_text
     ok = sorted(((ms, cfg) for cfg, (status, ms, _) in db.measured(key).items() if status == "ok"))
     validator = "cpu" if be.interpreter else "gpu"
@@ -163,7 +162,6 @@ def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> No
                         f"{validator} reference [1 1 1]")
             result.best, result.best_ms = text, ms
             return
-        from convgen import report
         db.record(key, text, "wrong", ms=ms, error=f"failed the reference check: bits "
                   f"{list(verdict.bits)}: {report.summary_line(verdict)}")
     result.note = "no measured config passed the reference check" if ok else "no config ran"

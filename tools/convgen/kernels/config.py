@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, fields, replace
 
 from convgen.backend import Backend
-from convgen.directions import blocks_span_taps
+from convgen.directions import column_tiles
 from convgen.errors import ConvgenError
 from convgen.problem import ConvProblem
 
@@ -159,10 +159,7 @@ def _split(problem: ConvProblem, bm: int, bn: int) -> int:
     if not problem.direction.splits_reduction:
         return 1
     m, _, r = problem.gemm
-    # each tap's channels are tiled on their own (conv_bwd_weight), unless tiles span taps
-    tiles = -(-m // bm) * -(-problem.direction.tile_n(problem) // bn) * problem.g
-    if not blocks_span_taps(problem):
-        tiles *= problem.y * problem.x
+    tiles = -(-m // bm) * column_tiles(problem, bn) * problem.g
     want = max(1, 256 // max(1, tiles))
     return max(1, min(want, r // 1024, 64))
 

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from convgen.directions import blocks_span_taps
+from convgen.directions import blocks_span_taps, column_tiles
 from convgen.kernels import launch
 from convgen.kernels.common import mac, split3, tile_ids
 
@@ -131,13 +131,6 @@ def split_reduce_kernel(ws_ptr, w_ptr, G, K, C,
     tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=ok)
 
 
-def column_tiles(p, cfg) -> int:
-    """Tiles along N (c * y * x): per tap unless a tap's channels are fewer than a block."""
-    if blocks_span_taps(p):
-        return triton.cdiv(p.c * p.y * p.x, cfg.block_n)
-    return p.y * p.x * triton.cdiv(p.c, cfg.block_n)
-
-
 def parts(p, cfg) -> tuple[int, int]:
     """(split, r_chunk): how many parts the reduction is cut into, and each part's length
     (a multiple of block_k, so no tile straddles two parts; no part is empty)."""
@@ -160,12 +153,11 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         ws = torch.empty((workspace_elements(p, cfg),), dtype=torch.float32, device=out.device)
     runtime = {**launch.tensor_args(p, tensors, out), "ws_ptr": out if ws is None else ws,
                "R_CHUNK": r_chunk}
-    flat = blocks_span_taps(p)
     constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split,
-                  "FLAT_N": flat}
+                  "FLAT_N": blocks_span_taps(p)}
     # one program row per group and reduction part; a tile's columns are one tap's channels
     # (or, FLAT_N, a block of the flattened (y, x, c))
-    grid = (triton.cdiv(m, cfg.block_m) * column_tiles(p, cfg), p.g * split)
+    grid = (triton.cdiv(m, cfg.block_m) * column_tiles(p, cfg.block_n), p.g * split)
 
     def reduce(compile_options):
         total = p.g * p.k * n
