@@ -52,6 +52,10 @@ try:   # trees older than issue 14 have no tuning database
 except ImportError:
     select = None
 from convgen.kernels.launch import run_conv  # noqa: E402
+try:   # trees before the descriptor kernels build a launch's arguments on every call
+    from convgen.kernels.launch import prepare  # noqa: E402
+except ImportError:
+    prepare = None
 try:   # trees older than the refactor of issue 12 keep these elsewhere or lack them
     from convgen.options import DataSpec  # noqa: E402
     from convgen.kernels.launch import triton_failure  # noqa: E402
@@ -172,10 +176,10 @@ def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None)
            "dtype": dtype, "batch": batch, "path": "dot" if use_dot else "fma",
            "config": cfg.describe(), "config_source": source, "flops": p.flops}
 
-    def ours():
-        run_conv(p, t, out, cfg, use_dot, be)
-
     try:
+        # arguments built once, launches timed (trees before issue 14 build them per call)
+        ours = (prepare(p, t, out, cfg, use_dot, be) if prepare is not None
+                else lambda: run_conv(p, t, out, cfg, use_dot, be))
         ours()   # compiles; a configuration this GPU cannot run fails here
         torch.cuda.synchronize()
     except Exception as e:   # noqa: BLE001 - only Triton's config failures are recorded

@@ -78,10 +78,16 @@ def test_invalid_and_wrong_configs_are_recorded_and_never_chosen(tmp_path, monke
 
 
 def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
+    # interpreter times mean nothing, so no best; on a GPU (the unit tests run there too)
+    # the fastest config that passes the check is the best
     db = str(tmp_path / "t.sqlite")
     (r,) = tune.tune(cli.parse_tune(["--db", db, "--max-configs", "2", *PROBLEM])["configs"], db,
                      max_configs=2, progress=False)
-    assert r.best is None and "interpreter" in r.note and r.measured == 2
+    assert r.measured == 2
+    if current().interpreter:
+        assert r.best is None and "interpreter" in r.note
+    else:
+        assert r.best is not None and r.best_ms > 0 and not r.note
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -59,6 +59,14 @@ class Backend:
         return True  # the interpreter emulates tl.dot
 
     @property
+    def tma_unavailable(self) -> str | None:
+        """None when the descriptor kernels (kernels/tma.py) run here, else why not. sm90+
+        copies their boxes with TMA; the interpreter emulates descriptors (CI tests them)."""
+        if self.interpreter or (self.kind == "cuda" and self.sm >= 90):
+            return None
+        return f"{self.arch} has no tensor memory accelerator (NVIDIA sm90 or newer)"
+
+    @property
     def flushes_fp16_subnormals(self) -> bool:
         """MI200 (gfx90a) matrix instructions flush fp16/bf16 subnormal inputs and outputs to
         zero, and no compile option stops it; MI100 (gfx908), MI300 and NVIDIA do not."""

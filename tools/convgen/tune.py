@@ -52,7 +52,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
 
     from convgen import inputs
     from convgen.kernels import config as kconfig
-    from convgen.kernels.launch import launch_spec, run_conv, triton_failure
+    from convgen.kernels.launch import launch_spec, prepare, triton_failure
 
     t_start = time.perf_counter()
     p = config.problem
@@ -109,10 +109,8 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
             invalid += 1
             continue
 
-        def run(cfg=cfg):
-            run_conv(p, tensors, out, cfg, True, be, config.kernel.input_precision)
         try:
-            ms = _time(run, be)
+            ms = _time(prepare(p, tensors, out, cfg, True, be, config.kernel.input_precision), be)
         except Exception as e:   # noqa: BLE001 - a launch failure is a config's, recorded
             why = triton_failure(e)
             if why is None:

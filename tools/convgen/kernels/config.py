@@ -9,6 +9,9 @@ A configuration's fields:
     group_m                     output tiles walked GROUP_M tile rows at a time (L2 reuse)
     waves_per_eu, matrix_instr_nonkdim, kpack
                                 AMD compile options, used only on a HIP backend
+    tma                         1: the tensor-descriptor kernels (kernels/tma.py: boxes of
+                                whole pixels copied by TMA on sm90+), where tma.applies;
+                                bwd_weight's block_k is then its box of output pixels
     max_num_imprecise_acc       fp8 dots: how many products NVIDIA's fp8 units may sum at
                                 their own ~14-bit precision before the sum goes to the
                                 fp32 accumulator: 0 (the default for fp8) after every
@@ -28,7 +31,7 @@ import os
 from dataclasses import dataclass, fields, replace
 
 from convgen.backend import Backend
-from convgen.directions import column_tiles
+from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
 from convgen.problem import ConvProblem
 
@@ -46,6 +49,7 @@ class KernelConfig:
     matrix_instr_nonkdim: int | None = None
     kpack: int | None = None
     max_num_imprecise_acc: int | None = None
+    tma: int | None = None
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -72,6 +76,57 @@ MAX_GROUP_M = 64
 # matrix_instr_nonkdim and kpack take only these values in Triton's HIP backend
 AMD_CHOICES = {"matrix_instr_nonkdim": (0, 4, 16, 32), "kpack": (1, 2)}
 MAX_WAVES_PER_EU = 16
+
+
+# The shapes of a pixel box: powers of two (Triton's block shapes), at most 256 per
+# dimension (the copy engine's box limit).
+_BOX_SIDES = (1, 2, 4, 8, 16, 32)
+MAX_BOX = 256
+
+
+def tma_unsupported(p, use_dot: bool = True) -> str | None:
+    """None when the problem can take the descriptor kernels, else why not (one phrase)."""
+    if not use_dot:
+        return "the FMA path has no descriptor kernels"
+    if p.dtype.bits != 16 or p.dtype.is_int:
+        return f"{p.dtype.name}: only 16-bit floating-point types"
+    if (p.stride_h, p.stride_w) != (1, 1):
+        return f"stride {p.stride_h}x{p.stride_w}: pixel boxes need stride 1"
+    if p.g != 1:
+        return f"{p.g} groups: one group only"
+    for tensor, channel in (("input", "c"), ("filter", "c"), ("output", "k")):
+        if p.layouts[tensor][-1] != channel:
+            return f"{tensor} layout {p.layouts[tensor]}: channels must be innermost"
+    if blocks_span_taps(p):
+        return f"c={p.c}: fewer channels than one block"
+    for name, v in (("c", p.c), ("k", p.k)):
+        if v * p.dtype.bits // 8 % 16:
+            return f"{name}={v}: rows of channels must be a multiple of 16 bytes"
+    return None
+
+
+def pixel_box(n: int, h: int, w: int, block_m: int) -> tuple[int, int, int]:
+    """(BI, BH, BW) with BI*BH*BW = block_m that wastes least on the edges of an n x h x w
+    grid of pixels (28x28 takes 4x4 boxes, 14x14 takes 2x2); ties go to wider rows."""
+    best = None
+    for bh in _BOX_SIDES:
+        for bw in _BOX_SIDES:
+            if bh * bw > block_m or block_m // (bh * bw) > MAX_BOX:
+                continue
+            bi = block_m // (bh * bw)
+            used = n * h * w / (cdiv(n, bi) * bi * cdiv(h, bh) * bh * cdiv(w, bw) * bw)
+            key = (round(used, 6), bw, bh)
+            if best is None or key > best[0]:
+                best = (key, (bi, bh, bw))
+    return best[1]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _pow2(v: int) -> bool:
@@ -119,6 +174,12 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
         raise _bad(f"max_num_imprecise_acc={cfg.max_num_imprecise_acc} must be >= 0")
     if cfg.max_num_imprecise_acc and not problem.dtype.is_fp8:
         raise _bad("max_num_imprecise_acc applies to fp8 types only")
+    if cfg.tma not in (None, 0, 1):
+        raise _bad(f"tma={cfg.tma} must be 0 or 1")
+    if cfg.tma:
+        why = backend.tma_unavailable or tma_unsupported(problem, use_dot)
+        if why:
+            raise _bad(f"tma=1: {why}")
 
 
 def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> KernelConfig:
@@ -137,6 +198,8 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
     if not use_dot:
         return KernelConfig(block_m=min(bm, 64), block_n=min(bn, 64), block_k=1,
                             num_warps=4, num_stages=1, split=_split(problem, bm, bn))
+    if _tma_by_default(problem, backend):
+        return _tma_default(problem)
     # a channel block no wider than the channels (the C = 3 stem wastes less)
     bk = min(64 if problem.dtype.bits <= 16 else 32, max(min_block_k(problem), _next_pow2(k)))
     cfg = KernelConfig(block_m=bm, block_n=bn, block_k=bk,
@@ -147,6 +210,37 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
         cfg = replace(cfg, waves_per_eu=2 if bm * bn >= 128 * 128 else 0, matrix_instr_nonkdim=16,
                       kpack=1)
     return cfg
+
+
+def _tma_by_default(problem: ConvProblem, backend: Backend) -> bool:
+    """The descriptor kernels are the default on a GPU with TMA wherever they apply: in the
+    H100 tuning database their best beats the pointer kernels' best on every stride-1
+    layer (1.3-2.1x on 3x3 filters) but one, a 1x1 bwd_data, where the two tie. The
+    interpreter keeps the pointer kernels by default, so CI tests both."""
+    return not (backend.interpreter or backend.tma_unavailable or tma_unsupported(problem))
+
+
+def _tma_default(problem: ConvProblem) -> KernelConfig:
+    """The tiles that won most often in the H100 tuning database (tuning/tuning.sqlite)."""
+    if problem.direction.splits_reduction:
+        bm = 128 if problem.k >= 128 else 64
+        bn = 128 if problem.c >= 128 else 64
+        # a deeper box of pixels per step where the tile is small
+        box, stages = (64, 4) if bm * bn >= 128 * 128 else (128, 3)
+        return KernelConfig(block_m=bm, block_n=bn, block_k=box, num_warps=4, num_stages=stages,
+                            split=_tma_split(problem, bm, bn, box), tma=1)
+    bn = 128 if problem.direction.tile_n(problem) >= 128 else 64
+    return KernelConfig(block_m=128, block_n=bn, block_k=64, num_warps=8 if bn == 128 else 4,
+                        num_stages=4, tma=1)
+
+
+def _tma_split(problem: ConvProblem, bm: int, bn: int, box: int) -> int:
+    """bwd_weight on the descriptor kernels: parts enough for ~256 programs (two waves of an
+    H100), at most one per box of output pixels."""
+    tiles = cdiv(problem.k, bm) * cdiv(problem.c, bn) * problem.y * problem.x
+    bi, bh, bw = pixel_box(problem.n, problem.ho, problem.wo, box)
+    boxes = cdiv(problem.n, bi) * cdiv(problem.ho, bh) * cdiv(problem.wo, bw)
+    return max(1, min(MAX_SPLIT, boxes, round(256 / tiles)))
 
 
 def min_block_k(problem: ConvProblem) -> int:
@@ -191,15 +285,45 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                     if split > 1 and r // split < 4 * bk:
                         continue
                     cfg = replace(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
-                                  num_warps=8 if bm * bn >= 128 * 128 else 4, split=split)
+                                  num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
+                                  tma=None)
                     if cfg not in out:
                         out.append(cfg)
+    if not (backend.tma_unavailable or tma_unsupported(problem)):
+        out += [cfg for cfg in _tma_space(problem, base) if cfg not in out]
+    return out
+
+
+def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
+    """The descriptor kernels' share of the space: tiles and depth; bwd_weight's box of
+    output pixels (block_k) and its split around the default's."""
+    out = []
+    if problem.direction.splits_reduction:
+        for bm, bn in ((64, 64), (128, 64), (64, 128), (128, 128)):
+            if bm > max(64, _next_pow2(problem.k)) or bn > max(64, _next_pow2(problem.c)):
+                continue
+            for box in (64, 128):
+                auto = _tma_split(problem, bm, bn, box)
+                for split in sorted({max(1, auto // 2), auto, min(MAX_SPLIT, auto * 2)}):
+                    for warps in (4, 8):
+                        out.append(replace(base, block_m=bm, block_n=bn, block_k=box, num_warps=warps,
+                                           num_stages=4 if box == 64 else 3, split=split, tma=1))
+        return out
+    n = problem.direction.tile_n(problem)
+    for bm, bn in SPACE_MN:
+        if bn > max(64, _next_pow2(n)):
+            continue
+        for stages in (3, 4):
+            out.append(replace(base, block_m=bm, block_n=bn, block_k=64, num_stages=stages,
+                               num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
     return out
 
 
 def from_text(text: str) -> dict:
-    """The fields of KernelConfig.describe()'s text (how the tuning database stores a config)."""
-    out = {}
+    """Every field of a config from KernelConfig.describe()'s text (how the tuning database
+    stores a config): a field the text leaves out was None (describe() omits those), so it
+    is None here too and overrides whatever the default rule would set (tma, AMD fields)."""
+    out = {f.name: None for f in fields(KernelConfig) if f.default is None}
     for part in text.split(","):
         name, _, value = part.partition("=")
         if name not in FIELDS:

@@ -101,9 +101,13 @@ def _launch_signature(runtime: dict) -> tuple[dict, dict, tuple]:
     """(argument types, arguments that become constants, arguments marked divisible by 16),
     as Triton specializes a launch with these values (every pointer taken as aligned)."""
     import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
     types, constants, aligned = {}, {}, []
     for name, v in runtime.items():
-        if isinstance(v, torch.Tensor):
+        if isinstance(v, TensorDescriptor):
+            block = ",".join(map(str, v.block_shape))
+            types[name] = f"tensordesc<{pointer_type(v.base.dtype)[1:]}[{block}]>"
+        elif isinstance(v, torch.Tensor):
             types[name] = pointer_type(v.dtype)
             aligned.append(name)
         elif v == 1:

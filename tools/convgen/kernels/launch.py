@@ -81,18 +81,34 @@ def meta(p: ConvProblem, cfg: KernelConfig, use_dot: bool, interpreter: bool,
 
 def launch_spec(p: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
                 interpreter: bool, input_precision: str = "ieee") -> LaunchSpec:
+    if cfg.tma:
+        from convgen.kernels import tma
+        return tma.launch_spec(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter, input_precision))
     build = p.direction.load("kernel")
     return build(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter, input_precision))
+
+
+def prepare(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
+            backend: Backend, input_precision: str = "ieee") -> Callable[[], None]:
+    """A call that computes the direction's output into `out` (a logical-order view) from
+    logical-order inputs. Its arguments (descriptors, workspace) are built once, so a
+    timing loop measures the launches only: building them costs up to ~0.1 ms of Python,
+    as much as a fast kernel, and a GPU left waiting for it would be timed too."""
+    spec = launch_spec(problem, tensors, out, cfg, use_dot, backend.interpreter, input_precision)
+    options = backend.compile_options(cfg.compile_options())
+    launch = spec.kernel[spec.grid]
+
+    def run() -> None:
+        launch(**spec.runtime, **spec.constexprs, **options)
+        if spec.finish is not None:
+            spec.finish(backend.compile_options)
+    return run
 
 
 def run_conv(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
              backend: Backend, input_precision: str = "ieee") -> None:
     """Compute the direction's output into `out` (a logical-order view) from logical-order inputs."""
-    spec = launch_spec(problem, tensors, out, cfg, use_dot, backend.interpreter, input_precision)
-    spec.kernel[spec.grid](**spec.runtime, **spec.constexprs,
-                           **backend.compile_options(cfg.compile_options()))
-    if spec.finish is not None:
-        spec.finish(backend.compile_options)
+    prepare(problem, tensors, out, cfg, use_dot, backend, input_precision)()
 
 
 def triton_failure(e: BaseException) -> str | None:
@@ -117,13 +133,14 @@ def triton_failure(e: BaseException) -> str | None:
 
 @functools.cache
 def kernel_digest(direction) -> str:
-    """A short digest of the source a direction's kernel is built from (its module and the
-    shared pieces in kernels/common.py): the tuning database keys times on it, so a kernel
-    change never selects a config timed on the old code."""
-    from convgen.kernels import common
+    """A short digest of the source a direction's kernels are built from (its module, the
+    shared pieces in kernels/common.py, the descriptor kernels in kernels/tma.py): the
+    tuning database keys times on it, so a kernel change never selects a config timed on
+    the old code."""
+    from convgen.kernels import common, tma
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
-    for path in (module.__file__, common.__file__):
+    for path in (module.__file__, common.__file__, tma.__file__):
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]

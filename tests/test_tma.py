@@ -1,0 +1,184 @@
+"""The tensor-descriptor kernels (kernels/tma.py): right answers in the interpreter against
+torch's float64 conv, where they apply, when the default rule takes them, and that they
+compile to TMA copies and wgmma on sm90."""
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from convgen.backend import Backend
+from convgen.dtypes import elem_type
+from convgen.errors import ConvgenError
+from convgen.kernels import config
+from convgen.problem import make_problem
+from test_kernel import LAYOUTS, _check, _run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SM90 = Backend("cuda", "sm90", 32)
+SM80 = Backend("cuda", "sm80", 32)
+GFX942 = Backend("hip", "gfx942", 64)
+
+# sizes that fill no box: prime and odd extents, channels that end inside a block,
+# asymmetric padding (negative box coordinates), dilation
+CASES = {
+    "3x3": dict(n=3, c_total=24, k_total=40, hi=7, wi=9, y=3, x=3, pad=(1, 1, 1, 1)),
+    "5x3-dilated": dict(n=1, c_total=16, k_total=8, hi=11, wi=5, y=5, x=3, dilation=(1, 2),
+                        pad=(2, 0, 1, 3)),
+    "1x1": dict(n=2, c_total=40, k_total=16, hi=6, wi=5, y=1, x=1),
+    "3x3-no-pad": dict(n=5, c_total=16, k_total=24, hi=13, wi=3, y=3, x=3, dilation=(2, 1),
+                       pad=(0, 2, 1, 0)),
+}
+
+
+def _problem(direction, dtype="f16", **kw):
+    return make_problem(direction=direction, dtype=elem_type(dtype), g=1,
+                        layouts=LAYOUTS["nhwc"], **kw)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_descriptor_kernels_match_float64(direction, dtype, case):
+    p = _problem(direction, dtype, **CASES[case])
+    assert config.tma_unsupported(p) is None
+    perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16}
+    if direction == "bwd_weight":
+        perf["split"] = 3   # parts of whole pixel boxes, summed in order
+    out, ref = _run(p, True, perf, seed=len(case))
+    _check(p, out, ref)
+
+
+@pytest.mark.parametrize("seed", range(9))
+def test_descriptor_kernels_random_geometries(seed):
+    rng = random.Random(100 + seed)
+    direction = ["fwd", "bwd_data", "bwd_weight"][seed % 3]
+    dil = (rng.randint(1, 2), rng.randint(1, 3))
+    y, x = rng.randint(1, 4), rng.randint(1, 3)
+    p = _problem(direction, rng.choice(["f16", "bf16"]), n=rng.randint(1, 4),
+                 c_total=8 * rng.randint(2, 5), k_total=8 * rng.randint(1, 5),
+                 hi=rng.randint(dil[0] * (y - 1) + 1, 12), wi=rng.randint(dil[1] * (x - 1) + 1, 12),
+                 y=y, x=x, dilation=dil, pad=tuple(rng.randint(0, 2) for _ in range(4)))
+    perf = {"tma": 1, "block_m": rng.choice([16, 32, 64]), "block_n": rng.choice([16, 32]),
+            "block_k": rng.choice([16, 32])}
+    if direction == "bwd_weight":
+        perf["split"] = rng.choice([1, 2, 5])
+    out, ref = _run(p, True, perf, seed=seed)
+    _check(p, out, ref)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(stride=(2, 1)), "stride 2x1"),
+    (dict(g=2, c_total=32, k_total=32), "2 groups"),
+    (dict(c_total=3), "c=3"),
+    (dict(c_total=20), "c=20: rows of channels must be a multiple of 16 bytes"),
+    (dict(k_total=12), "k=12"),
+    (dict(dtype="f32"), "f32"),
+    (dict(layouts=LAYOUTS["nchw"]), "input layout"),
+])
+def test_problems_the_descriptor_kernels_refuse(change, reason):
+    kw = dict(direction="fwd", dtype="f16", n=2, g=1, c_total=16, k_total=16, hi=8, wi=8,
+              y=3, x=3, layouts=LAYOUTS["nhwc"])
+    kw.update(change)
+    kw["dtype"] = elem_type(kw["dtype"])
+    p = make_problem(**kw)
+    why = config.tma_unsupported(p)
+    assert why is not None and reason in why
+    with pytest.raises(ConvgenError, match="tma=1: "):
+        config.choose(p, SM90, True, {"tma": 1})
+
+
+@pytest.mark.parametrize("n,h,w,block_m,want", [
+    (256, 28, 28, 128, (8, 4, 4)),     # 28 = 7 * 4: no box reaches past an edge
+    (256, 14, 14, 128, (32, 2, 2)),
+    (256, 56, 56, 128, (2, 8, 8)),
+    (256, 7, 7, 128, (128, 1, 1)),
+    (3, 7, 9, 32, (1, 8, 4)),      # 8 rows over 7 and 4 columns over 9 waste least
+])
+def test_pixel_box_wastes_least(n, h, w, block_m, want):
+    box = config.pixel_box(n, h, w, block_m)
+    assert box == want
+    assert box[0] * box[1] * box[2] == block_m
+
+
+def test_default_rule_takes_descriptors_on_hopper_only():
+    three = _problem("fwd", n=256, c_total=128, k_total=128, hi=28, wi=28, y=3, x=3, pad=(1, 1, 1, 1))
+    one = _problem("fwd", n=256, c_total=64, k_total=64, hi=56, wi=56, y=1, x=1)
+    one_w = _problem("bwd_weight", n=256, c_total=64, k_total=64, hi=56, wi=56, y=1, x=1)
+    assert config.choose(three, SM90, True).tma == 1
+    assert config.choose(one_w, SM90, True).tma == 1
+    assert config.choose(one, SM90, True).tma == 1
+    from convgen.backend import INTERPRETER
+    for be in (SM80, GFX942, INTERPRETER):
+        assert not config.choose(three, be, True).tma
+    with pytest.raises(ConvgenError, match="sm80 has no tensor memory accelerator"):
+        config.choose(three, SM80, True, {"tma": 1})
+    # the FMA path keeps the pointer kernels everywhere
+    assert not config.choose(three, SM90, False).tma
+
+
+def test_bwd_weight_split_fills_the_gpu():
+    p = _problem("bwd_weight", n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1))
+    cfg = config.choose(p, SM90, True)
+    # 9 tiles of 64x64 (one per tap): ~28 parts make ~256 programs
+    assert (cfg.block_m, cfg.block_n, cfg.split) == (64, 64, 28)
+    from convgen.kernels.tma import bwd_weight_parts
+    parts, per = bwd_weight_parts(p, cfg)
+    bi, bh, bw = config.pixel_box(256, 56, 56, cfg.block_k)
+    boxes = (256 // bi) * (56 // bh) * (56 // bw)
+    assert parts * per >= boxes > (parts - 1) * per
+
+
+def test_tuning_space_holds_descriptor_configs_where_they_run():
+    p = _problem("fwd", n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1))
+    on_hopper = config.space(p, SM90)
+    assert any(c.tma for c in on_hopper) and any(not c.tma for c in on_hopper)
+    assert len(set(on_hopper)) == len(on_hopper)
+    assert not any(c.tma for c in config.space(p, GFX942))
+    w = _problem("bwd_weight", n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1))
+    for cfg in config.space(w, SM90):
+        config.validate(cfg, w, SM90, True)
+
+
+def test_descriptor_kernels_compile_to_tma_and_wgmma_on_sm90():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
+    code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv, matrix_instructions, "
+            "assembly, load_widths\n"
+            "for d in ('fwd', 'bwd_data', 'bwd_weight'):\n"
+            "    perf = {'tma': 1, 'block_m': 64, 'block_n': 64, 'block_k': 64, 'num_stages': 3}\n"
+            "    c = compile_conv(d, 'f16', True, 'sm90', CHANNELS_LAST, perf_config=perf)\n"
+            "    asm = assembly(c, 'sm90')\n"
+            "    l = load_widths(c, 'sm90')\n"
+            "    print(d, asm.count('cp.async.bulk.tensor'), int(any('wgmma' in m for m in "
+            "matrix_instructions(c, 'sm90'))), l['narrow'], l['async'])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["fwd", "bwd_data", "bwd_weight"], proc.stdout
+    for d, tma_copies, wgmma, narrow, asynchronous in rows:
+        assert int(tma_copies) > 0 and wgmma == "1" and narrow == "0" and int(asynchronous) > 0, rows
+
+
+def test_a_stored_pointer_config_stays_a_pointer_config_on_hopper():
+    # the tuning database stores describe()'s text, which leaves None fields out; read back
+    # on sm90, where the default rule sets tma=1, it must still launch the pointer kernel
+    p = _problem("fwd", n=256, c_total=256, k_total=256, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1))
+    text = config.choose(p, SM90, True, {"tma": None, "block_m": 256}).describe()
+    assert "tma" not in text
+    assert config.choose(p, SM90, True, config.from_text(text)).tma is None
+    assert config.choose(p, SM90, True, config.from_text(text + ",tma=1")).tma == 1
+
+
+def test_bwd_weight_takes_more_parts_than_boxes_or_unroll_limits():
+    # more parts than pixel boxes: one box per part, none empty, all added in order
+    p = _problem("bwd_weight", n=3, c_total=16, k_total=24, hi=5, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
+    perf = {"tma": 1, "block_m": 16, "block_n": 16, "block_k": 16, "split": 1000}
+    from convgen.kernels.tma import bwd_weight_parts
+    parts, per = bwd_weight_parts(p, config.choose(p, SM90, True, perf))
+    assert config.pixel_box(3, 5, 7, 16) == (1, 2, 8)
+    assert (parts, per) == (3 * 3 * 1, 1)    # 3 images x 3 row boxes x 1 column box
+    out, ref = _run(p, True, perf, seed=5)
+    _check(p, out, ref)

@@ -1,0 +1,235 @@
+"""Tensor-descriptor conv kernels (TMA on Hopper): stride 1, one group, channels innermost.
+
+The three directions as implicit GEMMs (directions.py), with the pixels of a tile taken
+as a box, BI images x BH rows x BW columns (`config.pixel_box`), instead of a run of flat
+pixel indices. For stride 1 the input pixels that one filter tap meets are
+then the same box shifted by the tap's offset, so each reduction step is one box load of
+the input (or output gradient) and one of the filter, through tensor descriptors:
+
+  * the copy engine (TMA on Hopper) moves whole boxes into shared memory asynchronously,
+    so the loop has no address arithmetic, no masks and no per-row gather;
+  * a box that reaches past an edge (the padding, the last partial tile, channels past C)
+    reads zeros, which is exactly the convolution's zero padding, also for negative
+    coordinates; stores clip at the edges the same way.
+
+The filter tap stays outside and channel blocks inside, in one flat loop as in the pointer
+kernels. bwd_weight's reduction walks pixel boxes, split into parts as in
+conv_bwd_weight.py, whose fp32 sums split_sum_kernel adds in part order. Where this path
+cannot go, `config.tma_unsupported` says why and config.validate refuses `tma=1`. Triton
+lowers descriptors to TMA copies on sm90+; the interpreter emulates them (CI tests them).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from convgen.errors import ConvgenError
+from convgen.kernels import launch
+from convgen.kernels.config import cdiv, pixel_box
+from convgen.kernels.common import mac, tile_ids
+
+SUM_BLOCK = 1024
+
+
+@triton.jit
+def _box(t, th, tw, BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+    """Box number t of the (image, row, column) grid -> its first image, row and column."""
+    return (t // (th * tw)) * BI, ((t // tw) % th) * BH, (t % tw) * BW
+
+
+@triton.jit
+def conv_fwd_tma_kernel(
+    x_desc, w_desc, y_desc, C, K, N, HO, WO, PH, PW,
+    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+):
+    # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k)
+    th = tl.cdiv(HO, BH)
+    tw = tl.cdiv(WO, BW)
+    boxes = tl.cdiv(N, BI) * th * tw
+    pid_m, pid_n = tile_ids(tl.program_id(0), boxes * BLOCK_M, K, BLOCK_M, BLOCK_N, GROUP_M)
+    # GEMM rows M: a box of output pixels; columns N: output channels k0..
+    n0, ho0, wo0 = _box(pid_m, th, tw, BI, BH, BW)
+    k0 = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    CB = tl.cdiv(C, BLOCK_K)
+    for r in range(0, Y * X * CB):
+        # GEMM reduction R: (tap, channel block); the tap shifts the input box
+        tap = r // CB
+        c0 = (r - tap * CB) * BLOCK_K
+        fy = tap // X
+        fx = tap - fy * X
+        a = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_M, BLOCK_K)
+        b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
+        acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+
+
+@triton.jit
+def conv_bwd_data_tma_kernel(
+    y_desc, w_desc, x_desc, C, K, N, HI, WI, PH, PW,
+    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+):
+    # y (output gradient): (n, ho, wo, k), w: (k, y, x, c), x (input gradient): (n, h, w, c)
+    th = tl.cdiv(HI, BH)
+    tw = tl.cdiv(WI, BW)
+    boxes = tl.cdiv(N, BI) * th * tw
+    pid_m, pid_n = tile_ids(tl.program_id(0), boxes * BLOCK_M, C, BLOCK_M, BLOCK_N, GROUP_M)
+    # GEMM rows M: a box of input pixels; columns N: input channels c0..
+    n0, h0, w0 = _box(pid_m, th, tw, BI, BH, BW)
+    c0 = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    KB = tl.cdiv(K, BLOCK_K)
+    for r in range(0, Y * X * KB):
+        # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
+        # takes input pixel h from is h + PH - fy*DH (stride 1)
+        tap = r // KB
+        k0 = (r - tap * KB) * BLOCK_K
+        fy = tap // X
+        fx = tap - fy * X
+        a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
+        b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
+        acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    x_desc.store([n0, h0, w0, c0], acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+
+
+@triton.jit
+def conv_bwd_weight_tma_kernel(
+    y_desc, x_desc, w_ptr, ws_ptr, C, K, N, HO, WO, PH, PW,
+    sw_k, sw_c, sw_y, sw_x, PER,
+    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
+    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+):
+    # y (output gradient): (n, ho, wo, k), x: (n, h, w, c); grid: (k tile, c tile), tap, part
+    BLOCK_R: tl.constexpr = BI * BH * BW
+    tap = tl.program_id(1)
+    s = tl.program_id(2)
+    tiles_c = tl.cdiv(C, BLOCK_N)
+    # GEMM rows M: output channels k0..; columns N: input channels c0.. of filter tap (fy, fx)
+    k0 = (tl.program_id(0) // tiles_c) * BLOCK_M
+    c0 = (tl.program_id(0) % tiles_c) * BLOCK_N
+    fy = tap // X
+    fx = tap - fy * X
+    th = tl.cdiv(HO, BH)
+    tw = tl.cdiv(WO, BW)
+    boxes = tl.cdiv(N, BI) * th * tw
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for t in range(s * PER, tl.minimum(boxes, s * PER + PER)):
+        # GEMM reduction R: output-pixel boxes of part s; the tap shifts the input box
+        n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
+        a = y_desc.load([n0, ho0, wo0, k0]).reshape(BLOCK_R, BLOCK_M)
+        b = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_R, BLOCK_N)
+        acc = mac(acc, a.T, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    rm = k0 + tl.arange(0, BLOCK_M)
+    rn = c0 + tl.arange(0, BLOCK_N)
+    ok = (rm < K)[:, None] & (rn < C)[None, :]
+    if SPLIT == 1:
+        # C tile -> filter gradient (k, c, y, x)
+        out = w_ptr + (rm * sw_k)[:, None] + (rn * sw_c + fy * sw_y + fx * sw_x)[None, :]
+        tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=ok)
+    else:
+        # C tile -> part s's fp32 partials (s, k, tap, c), added up by split_sum_kernel
+        part = ws_ptr + ((s * K + rm) * (Y * X * C))[:, None] + (tap * C + rn)[None, :]
+        tl.store(part, acc, mask=ok)
+
+
+@triton.jit
+def split_sum_kernel(ws_ptr, w_ptr, K, C, sw_k, sw_c, sw_y, sw_x,
+                     Y: tl.constexpr, X: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    """The filter gradient from bwd_weight's SPLIT parts, added in part order. A loop, not
+    unrolled: the descriptor kernel takes hundreds of parts where a tile has few programs."""
+    NCOL = Y * X * C
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < K * NCOL
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in range(SPLIT):
+        acc += tl.load(ws_ptr + s * K * NCOL + idx, mask=ok, other=0.0)
+    # flat -> (k, tap, c), the workspace's order -> (k, fy, fx, c)
+    k = idx // NCOL
+    col = idx - k * NCOL
+    tap = col // C
+    c = col - tap * C
+    fy = tap // X
+    fx = tap - fy * X
+    tl.store(w_ptr + k * sw_k + c * sw_c + fy * sw_y + fx * sw_x, acc.to(w_ptr.dtype.element_ty),
+             mask=ok)
+
+
+def _descriptor(t, dims: str, letters: str, block: list):
+    """A descriptor over logical view t (letters) with its dims in the order `dims`."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    v = t[:, 0] if letters[1] == "g" else t[0]           # drop the single group
+    rest = letters.replace("g", "")
+    v = v.permute(*(rest.index(d) for d in dims))
+    if v.data_ptr() % 16:
+        raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
+                           field="perf_config")
+    return TensorDescriptor(v, list(v.shape), list(v.stride()), block)
+
+
+def bwd_weight_parts(p, cfg) -> tuple[int, int]:
+    """(parts, boxes per part) of bwd_weight's reduction over output-pixel boxes."""
+    bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_k)
+    boxes = cdiv(p.n, bi) * cdiv(p.ho, bh) * cdiv(p.wo, bw)
+    per = cdiv(boxes, min(cfg.split, boxes))
+    return cdiv(boxes, per), per
+
+
+def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+    import torch
+    from convgen.problem import LOGICAL
+
+    full = {**tensors, p.writes: out}
+    x, w, y = full["input"], full["filter"], full["output"]
+    L = LOGICAL
+    geo = {**launch.geometry(p, "Y", "X", "DH", "DW"), **meta}
+    name = p.direction.name
+    if name == "fwd":
+        bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_m)
+        runtime = dict(x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k]),
+                       w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]),
+                       y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_n]),
+                       C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l)
+        grid = (cdiv(p.n, bi) * cdiv(p.ho, bh) * cdiv(p.wo, bw) * cdiv(p.k, cfg.block_n),)
+        return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime, {**geo, "BI": bi, "BH": bh, "BW": bw})
+    if name == "bwd_data":
+        bi, bh, bw = pixel_box(p.n, p.hi, p.wi, cfg.block_m)
+        runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k]),
+                       w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
+                       x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n]),
+                       C=p.c, K=p.k, N=p.n, HI=p.hi, WI=p.wi, PH=p.pad_h_l, PW=p.pad_w_l)
+        grid = (cdiv(p.n, bi) * cdiv(p.hi, bh) * cdiv(p.wi, bw) * cdiv(p.c, cfg.block_n),)
+        return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime, {**geo, "BI": bi, "BH": bh, "BW": bw})
+    # bwd_weight: block_k is the reduction's box of output pixels
+    bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_k)
+    split, per = bwd_weight_parts(p, cfg)
+    ws = None
+    if split > 1:
+        ws = torch.empty((split * p.k * p.gemm[1],), dtype=torch.float32, device=out.device)
+    sw = dict(zip(L["filter"], w.stride()))
+    runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m]),
+                   x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n]),
+                   w_ptr=w, ws_ptr=w if ws is None else ws,
+                   C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l,
+                   sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"], PER=per)
+    constexprs = {**{k: v for k, v in geo.items() if k not in ("BLOCK_K", "GROUP_M")},
+                  "SPLIT": split, "BI": bi, "BH": bh, "BW": bw}
+    grid = (cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n), p.y * p.x, split)
+
+    def reduce(compile_options):
+        split_sum_kernel[(triton.cdiv(p.k * p.gemm[1], SUM_BLOCK),)](
+            ws, out, p.k, p.c, sw["k"], sw["c"], sw["y"], sw["x"],
+            Y=p.y, X=p.x, SPLIT=split, BLOCK=SUM_BLOCK, **compile_options({"num_warps": 4}))
+
+    return launch.LaunchSpec(conv_bwd_weight_tma_kernel, grid, runtime, constexprs, ws,
+                             finish=reduce if ws is not None else None)
