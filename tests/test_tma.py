@@ -50,6 +50,20 @@ def test_descriptor_kernels_match_float64(direction, dtype, case):
     _check(p, out, ref)
 
 
+@pytest.mark.parametrize("stride", [(2, 2), (3, 2)])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_weight"])
+def test_strided_1x1_reads_a_strided_view(direction, stride):
+    # odd extents: the last row and column of the input are read (7 = 3*2 + 1) or skipped
+    p = _problem(direction, "f16", n=3, c_total=24, k_total=40, hi=7, wi=10, y=1, x=1,
+                 stride=stride)
+    assert config.tma_unsupported(p) is None
+    perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16}
+    if direction == "bwd_weight":
+        perf["split"] = 2
+    out, ref = _run(p, True, perf, seed=stride[0])
+    _check(p, out, ref)
+
+
 @pytest.mark.parametrize("seed", range(9))
 def test_descriptor_kernels_random_geometries(seed):
     rng = random.Random(100 + seed)
@@ -70,6 +84,8 @@ def test_descriptor_kernels_random_geometries(seed):
 
 @pytest.mark.parametrize("change,reason", [
     (dict(stride=(2, 1)), "stride 2x1"),
+    (dict(stride=(2, 2), y=1, x=1, direction="bwd_data"), "stride 2x2"),
+    (dict(stride=(2, 2), y=1, x=1, pad=(1, 0, 0, 0)), "without padding"),
     (dict(g=2, c_total=32, k_total=32), "2 groups"),
     (dict(c_total=3), "c=3"),
     (dict(c_total=20), "c=20: rows of channels must be a multiple of 16 bytes"),

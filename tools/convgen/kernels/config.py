@@ -90,8 +90,10 @@ def tma_unsupported(p, use_dot: bool = True) -> str | None:
         return "the FMA path has no descriptor kernels"
     if p.dtype.bits != 16 or p.dtype.is_int:
         return f"{p.dtype.name}: only 16-bit floating-point types"
-    if (p.stride_h, p.stride_w) != (1, 1):
-        return f"stride {p.stride_h}x{p.stride_w}: pixel boxes need stride 1"
+    strided_1x1 = (p.y, p.x) == (1, 1) and not any((p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r))
+    if (p.stride_h, p.stride_w) != (1, 1) and not (strided_1x1 and p.direction.name != "bwd_data"):
+        return (f"stride {p.stride_h}x{p.stride_w}: pixel boxes need stride 1 (or, in fwd and "
+                "bwd_weight, a 1x1 filter without padding)")
     if p.g != 1:
         return f"{p.g} groups: one group only"
     for tensor, channel in (("input", "c"), ("filter", "c"), ("output", "k")):

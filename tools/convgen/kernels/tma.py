@@ -1,10 +1,12 @@
-"""Tensor-descriptor conv kernels (TMA on Hopper): stride 1, one group, channels innermost.
+"""Tensor-descriptor conv kernels (TMA on Hopper): stride 1 (or a strided 1x1 filter), one
+group, channels innermost.
 
 The three directions as implicit GEMMs (directions.py), with the pixels of a tile taken
 as a box, BI images x BH rows x BW columns (`config.pixel_box`), instead of a run of flat
-pixel indices. For stride 1 the input pixels that one filter tap meets are
-then the same box shifted by the tap's offset, so each reduction step is one box load of
-the input (or output gradient) and one of the filter, through tensor descriptors:
+pixel indices. For stride 1 the input pixels that one filter tap meets are then the same
+box shifted by the tap's offset (a 1x1 filter with a stride and no padding reads a
+strided view of the input instead: fwd and bwd_weight), so each reduction step is one box
+load of the input (or output gradient) and one of the filter, through tensor descriptors:
 
   * the copy engine (TMA on Hopper) moves whole boxes into shared memory asynchronously,
     so the loop has no address arithmetic, no masks and no per-row gather;
@@ -165,12 +167,13 @@ def split_sum_kernel(ws_ptr, w_ptr, K, C, sw_k, sw_c, sw_y, sw_x,
              mask=ok)
 
 
-def _descriptor(t, dims: str, letters: str, block: list):
-    """A descriptor over logical view t (letters) with its dims in the order `dims`."""
+def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1)):
+    """A descriptor over logical view t (letters) with its dims in the order `dims`; `step`
+    keeps every step-th row and column (a strided 1x1 filter's input: the pixels it reads)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     v = t[:, 0] if letters[1] == "g" else t[0]           # drop the single group
     rest = letters.replace("g", "")
-    v = v.permute(*(rest.index(d) for d in dims))
+    v = v.permute(*(rest.index(d) for d in dims))[:, ::step[0], ::step[1]]
     if v.data_ptr() % 16:
         raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
                            field="perf_config")
@@ -193,10 +196,13 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     x, w, y = full["input"], full["filter"], full["output"]
     L = LOGICAL
     geo = {**launch.geometry(p, "Y", "X", "DH", "DW"), **meta}
+    # a strided 1x1 filter without padding reads every stride-th pixel: a strided view of
+    # the input, whose pixels then map one to one onto the output's (stride 1 otherwise)
+    step = (p.stride_h, p.stride_w)
     name = p.direction.name
     if name == "fwd":
         bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_m)
-        runtime = dict(x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k]),
+        runtime = dict(x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step),
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]),
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_n]),
                        C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l)
@@ -206,7 +212,7 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         bi, bh, bw = pixel_box(p.n, p.hi, p.wi, cfg.block_m)
         runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k]),
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
-                       x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n]),
+                       x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n], step),
                        C=p.c, K=p.k, N=p.n, HI=p.hi, WI=p.wi, PH=p.pad_h_l, PW=p.pad_w_l)
         grid = (cdiv(p.n, bi) * cdiv(p.hi, bh) * cdiv(p.wi, bw) * cdiv(p.c, cfg.block_n),)
         return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime, {**geo, "BI": bi, "BH": bh, "BW": bw})
@@ -218,7 +224,7 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         ws = torch.empty((split * p.k * p.gemm[1],), dtype=torch.float32, device=out.device)
     sw = dict(zip(L["filter"], w.stride()))
     runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m]),
-                   x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n]),
+                   x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n], step),
                    w_ptr=w, ws_ptr=w if ws is None else ws,
                    C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l,
                    sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"], PER=per)
