@@ -40,6 +40,27 @@ def _box(t, th, tw, BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
 
 
 @triton.jit
+def _output_tile(N, H, W, COLS, BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's C tile, in GROUP_M order: its box of pixels (first image, row and
+    column of an N x H x W grid) and its first column of COLS."""
+    th = tl.cdiv(H, BH)
+    tw = tl.cdiv(W, BW)
+    boxes = tl.cdiv(N, BI) * th * tw
+    pid_m, pid_n = tile_ids(tl.program_id(0), boxes * BLOCK_M, COLS, BLOCK_M, BLOCK_N, GROUP_M)
+    n0, h0, w0 = _box(pid_m, th, tw, BI, BH, BW)
+    return n0, h0, w0, pid_n * BLOCK_N
+
+
+@triton.jit
+def _tap_block(r, NB, X: tl.constexpr, BLOCK: tl.constexpr):
+    """Reduction step r -> filter tap (fy, fx) and the first channel of its block r % NB."""
+    tap = r // NB
+    fy = tap // X
+    return fy, tap - fy * X, (r - tap * NB) * BLOCK
+
+
+@triton.jit
 def conv_fwd_tma_kernel(
     x_desc, w_desc, y_desc, C, K, N, HO, WO, PH, PW,
     Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
@@ -49,21 +70,13 @@ def conv_fwd_tma_kernel(
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
 ):
     # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k)
-    th = tl.cdiv(HO, BH)
-    tw = tl.cdiv(WO, BW)
-    boxes = tl.cdiv(N, BI) * th * tw
-    pid_m, pid_n = tile_ids(tl.program_id(0), boxes * BLOCK_M, K, BLOCK_M, BLOCK_N, GROUP_M)
     # GEMM rows M: a box of output pixels; columns N: output channels k0..
-    n0, ho0, wo0 = _box(pid_m, th, tw, BI, BH, BW)
-    k0 = pid_n * BLOCK_N
+    n0, ho0, wo0, k0 = _output_tile(N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     CB = tl.cdiv(C, BLOCK_K)
     for r in range(0, Y * X * CB):
         # GEMM reduction R: (tap, channel block); the tap shifts the input box
-        tap = r // CB
-        c0 = (r - tap * CB) * BLOCK_K
-        fy = tap // X
-        fx = tap - fy * X
+        fy, fx, c0 = _tap_block(r, CB, X, BLOCK_K)
         a = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_M, BLOCK_K)
         b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
         acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
@@ -80,22 +93,14 @@ def conv_bwd_data_tma_kernel(
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
 ):
     # y (output gradient): (n, ho, wo, k), w: (k, y, x, c), x (input gradient): (n, h, w, c)
-    th = tl.cdiv(HI, BH)
-    tw = tl.cdiv(WI, BW)
-    boxes = tl.cdiv(N, BI) * th * tw
-    pid_m, pid_n = tile_ids(tl.program_id(0), boxes * BLOCK_M, C, BLOCK_M, BLOCK_N, GROUP_M)
     # GEMM rows M: a box of input pixels; columns N: input channels c0..
-    n0, h0, w0 = _box(pid_m, th, tw, BI, BH, BW)
-    c0 = pid_n * BLOCK_N
+    n0, h0, w0, c0 = _output_tile(N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     KB = tl.cdiv(K, BLOCK_K)
     for r in range(0, Y * X * KB):
         # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
         # takes input pixel h from is h + PH - fy*DH (stride 1)
-        tap = r // KB
-        k0 = (r - tap * KB) * BLOCK_K
-        fy = tap // X
-        fx = tap - fy * X
+        fy, fx, k0 = _tap_block(r, KB, X, BLOCK_K)
         a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
         b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
         acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
