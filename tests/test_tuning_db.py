@@ -155,3 +155,21 @@ def test_a_closed_database_is_one_plain_file_a_reader_opens_read_only(tmp_path):
             assert db.best(_key()).config == "block_m=64"
     finally:
         tmp_path.chmod(0o755)
+
+
+def test_the_shipped_database_is_keyed_on_todays_kernels():
+    # a kernel edit changes its digest, and rows keyed on the old one are never selected
+    # again: the shipped database must be re-tuned (or, for an edit that leaves the
+    # launches alone, re-keyed) in the same commit, or it silently stops being used
+    from convgen.directions import DIRECTIONS
+    from convgen.kernels.launch import kernel_digest
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "tuning", "tuning.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        for table in ("measurements", "best"):
+            keyed = dict(con.execute(f"select direction, group_concat(distinct kernel) "
+                                     f"from {table} group by direction").fetchall())
+            assert keyed == {name: kernel_digest(d) for name, d in DIRECTIONS.items()}, table
+    finally:
+        con.close()
