@@ -60,17 +60,17 @@ def test_fp8_accumulator_precision():
 
 
 @pytest.mark.parametrize("be,want,not_there", [
-    (INTERP, {"interpreter", "fp8-e4m3", "fp8-e5m2", "fp8-e4m3fnuz", "fp8-e5m2fnuz"}, {"gpu"}),
-    (SM90, {"gpu", "cuda", "sm90", "matrix-cores", "fp8-e4m3", "fp8-e5m2"},
+    (INTERP, {"interpreter", "tma", "fp8-e4m3", "fp8-e5m2", "fp8-e4m3fnuz", "fp8-e5m2fnuz"}, {"gpu"}),
+    (SM90, {"gpu", "cuda", "sm90", "matrix-cores", "tma", "fp8-e4m3", "fp8-e5m2"},
      {"mfma", "rocm", "subnormal-flush", "fp8-e4m3fnuz", "interpreter"}),
-    (Backend("cuda", "sm80", 32), {"gpu", "cuda", "sm80", "matrix-cores"}, {"fp8-e4m3"}),
+    (Backend("cuda", "sm80", 32), {"gpu", "cuda", "sm80", "matrix-cores"}, {"fp8-e4m3", "tma"}),
     (GFX90A, {"gpu", "rocm", "gfx90a", "mfma", "matrix-cores", "subnormal-flush", "fp8-e4m3"},
      {"fp8-e5m2", "fp8-e4m3fnuz", "cuda"}),
     # MI100 matrix instructions keep fp16/bf16 subnormals (the fp16 study): no subnormal-flush
     (Backend("hip", "gfx908", 64), {"gpu", "rocm", "gfx908", "mfma", "matrix-cores"},
      {"subnormal-flush", "fp8-e4m3"}),
     (GFX942, {"gfx942", "mfma", "fp8-e4m3", "fp8-e5m2", "fp8-e4m3fnuz", "fp8-e5m2fnuz"},
-     {"subnormal-flush"}),
+     {"subnormal-flush", "tma"}),
     (Backend("hip", "gfx1100", 32), {"gpu", "rocm", "gfx1100"}, {"mfma", "matrix-cores"}),
 ])
 def test_lit_features(be, want, not_there):

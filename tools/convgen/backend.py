@@ -175,6 +175,8 @@ class Backend:
                     feats.append("mfma")
             if self.flushes_fp16_subnormals:
                 feats.append("subnormal-flush")
+        if self.tma_unavailable is None:
+            feats.append("tma")   # the tensor-descriptor kernels run here (-perf_config tma=1)
         feats += [t.replace("_", "-") for t in dtypes.FP8_TYPES
                   if self.type_unsupported(dtypes.TYPES[t]) is None]
         return feats
