@@ -177,7 +177,8 @@ def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None)
            "config": cfg.describe(), "config_source": source, "flops": p.flops}
 
     try:
-        # arguments built once, launches timed (trees before issue 14 build them per call)
+        # arguments built once, launches timed (trees before the descriptor kernels build
+        # them on every call)
         ours = (prepare(p, t, out, cfg, use_dot, be) if prepare is not None
                 else lambda: run_conv(p, t, out, cfg, use_dot, be))
         ours()   # compiles; a configuration this GPU cannot run fails here

@@ -198,3 +198,44 @@ def test_bwd_weight_takes_more_parts_than_boxes_or_unroll_limits():
     assert (parts, per) == (3 * 3 * 1, 1)    # 3 images x 3 row boxes x 1 column box
     out, ref = _run(p, True, perf, seed=5)
     _check(p, out, ref)
+
+
+def test_perf_config_without_tma_is_a_pointer_kernel_tile():
+    # a -perf_config written for the pointer kernels (rocMLIR lines, old tests) keeps its
+    # meaning on sm90, where the default rule alone would take the descriptor kernels
+    p = _problem("bwd_weight", n=8, c_total=64, k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1))
+    assert config.choose(p, SM90, True).tma == 1
+    assert config.choose(p, SM90, True, {"block_k": 32, "split": 16}).tma is None
+    assert config.choose(p, SM90, True, {"block_k": 32, "split": 16, "tma": 1}).tma == 1
+
+
+def test_default_keeps_pointer_kernels_where_shared_memory_is_small():
+    # sm120 (~100 KB per program) takes tma=1 when asked, not by default
+    sm120 = Backend("cuda", "sm120", 32)
+    p = _problem("fwd", n=8, c_total=64, k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1))
+    assert sm120.tma_unavailable is None
+    assert not config.choose(p, sm120, True).tma
+    assert config.choose(p, sm120, True, {"tma": 1}).tma == 1
+
+
+def test_a_workspace_past_32_bit_offsets_is_refused():
+    p = _problem("bwd_weight", n=256, c_total=2048, k_total=2048, hi=14, wi=14, y=3, x=3,
+                 pad=(1, 1, 1, 1))
+    with pytest.raises(ConvgenError, match="exceed the 2.31 elements"):
+        config.choose(p, SM90, True, {"tma": 1, "block_k": 16, "split": 1024})
+    config.choose(p, SM90, True, {"tma": 1, "block_k": 16, "split": 8})
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_permuted_layouts_with_channels_innermost(direction):
+    # channels innermost is all the descriptors need: the other dims may come in any order
+    # (hwnc: the batch between the pixels and the channels)
+    p = make_problem(direction=direction, dtype=elem_type("f16"), n=3, g=1, c_total=16,
+                     k_total=24, hi=5, wi=7, y=3, x=2, pad=(1, 0, 1, 1),
+                     layouts={"input": "hwnc", "filter": "yxkc", "output": "whnk"})
+    assert config.tma_unsupported(p) is None
+    perf = {"tma": 1, "block_m": 16, "block_n": 16, "block_k": 16}
+    if direction == "bwd_weight":
+        perf["split"] = 2
+    out, ref = _run(p, True, perf, seed=3)
+    _check(p, out, ref)

@@ -10,7 +10,7 @@ A configuration's fields:
     waves_per_eu, matrix_instr_nonkdim, kpack
                                 AMD compile options, used only on a HIP backend
     tma                         1: the tensor-descriptor kernels (kernels/tma.py: boxes of
-                                whole pixels copied by TMA on sm90+), where tma.applies;
+                                whole pixels copied by TMA on sm90+), where tma_unsupported is None;
                                 bwd_weight's block_k is then its box of output pixels
     max_num_imprecise_acc       fp8 dots: how many products NVIDIA's fp8 units may sum at
                                 their own ~14-bit precision before the sum goes to the
@@ -73,6 +73,7 @@ MAX_BLOCK_K = 256
 MAX_STAGES = 8
 MAX_SPLIT = 1024
 MAX_GROUP_M = 64
+MAX_WORKSPACE = 2**31 - 1   # the kernels index with 32-bit offsets
 # matrix_instr_nonkdim and kpack take only these values in Triton's HIP backend
 AMD_CHOICES = {"matrix_instr_nonkdim": (0, 4, 16, 32), "kpack": (1, 2)}
 MAX_WAVES_PER_EU = 16
@@ -121,10 +122,6 @@ def pixel_box(n: int, h: int, w: int, block_m: int) -> tuple[int, int, int]:
             if best is None or key > best[0]:
                 best = (key, (bi, bh, bw))
     return best[1]
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -182,6 +179,11 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
         why = backend.tma_unavailable or tma_unsupported(problem, use_dot)
         if why:
             raise _bad(f"tma=1: {why}")
+        if problem.direction.splits_reduction:
+            parts = min(cfg.split, pixel_boxes(problem, cfg.block_k))
+            if parts * problem.k * problem.gemm[1] > MAX_WORKSPACE:
+                raise _bad(f"split={cfg.split}: {parts} parts of {problem.k}x{problem.gemm[1]} "
+                           "partial sums exceed the 2^31 elements a kernel can index")
 
 
 def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> KernelConfig:
@@ -219,7 +221,10 @@ def _tma_by_default(problem: ConvProblem, backend: Backend) -> bool:
     H100 tuning database their best beats the pointer kernels' best on every stride-1
     layer (1.3-2.1x on 3x3 filters) but one, a 1x1 bwd_data, where the two tie. The
     interpreter keeps the pointer kernels by default, so CI tests both."""
-    return not (backend.interpreter or backend.tma_unavailable or tma_unsupported(problem))
+    # sm120's ~100 KB of shared memory per program holds no 4-stage 128x128 pipeline: the
+    # defaults below are for the data-centre parts (sm90, sm100), where they were measured
+    return not (backend.interpreter or backend.tma_unavailable or tma_unsupported(problem)
+                or backend.sm >= 120)
 
 
 def _tma_default(problem: ConvProblem) -> KernelConfig:
@@ -240,9 +245,13 @@ def _tma_split(problem: ConvProblem, bm: int, bn: int, box: int) -> int:
     """bwd_weight on the descriptor kernels: parts enough for ~256 programs (two waves of an
     H100), at most one per box of output pixels."""
     tiles = cdiv(problem.k, bm) * cdiv(problem.c, bn) * problem.y * problem.x
+    return max(1, min(MAX_SPLIT, pixel_boxes(problem, box), round(256 / tiles)))
+
+
+def pixel_boxes(problem: ConvProblem, box: int) -> int:
+    """How many boxes of `box` output pixels cover bwd_weight's reduction (n x ho x wo)."""
     bi, bh, bw = pixel_box(problem.n, problem.ho, problem.wo, box)
-    boxes = cdiv(problem.n, bi) * cdiv(problem.ho, bh) * cdiv(problem.wo, bw)
-    return max(1, min(MAX_SPLIT, boxes, round(256 / tiles)))
+    return cdiv(problem.n, bi) * cdiv(problem.ho, bh) * cdiv(problem.wo, bw)
 
 
 def min_block_k(problem: ConvProblem) -> int:
@@ -366,7 +375,9 @@ def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
         unknown = sorted(set(overrides) - set(FIELDS))
         if unknown:
             raise _bad(f"unknown field '{unknown[0]}' (fields: {', '.join(FIELDS)})")
-        cfg = replace(cfg, **overrides)
+        # fields given without tma describe a pointer-kernel tile (block_k is a reduction
+        # step there, a box of pixels in the descriptor bwd_weight): only tma=1 asks for those
+        cfg = replace(cfg, **{"tma": None, **overrides})
     if not use_dot:
         cfg = replace(cfg, block_k=1)
     validate(cfg, problem, backend, use_dot)

@@ -272,10 +272,12 @@ def count_loads(asm: str, backend: str) -> dict:
 
 
 def load_survey(targets, dtype: str = "f16") -> list[dict]:
-    """The conv kernel of each direction on each target (matrix-core path, channels-last
-    layouts, C = 32, K = 64, 3x3): its global loads by width."""
+    """The pointer conv kernel of each direction on each target (matrix-core path,
+    channels-last layouts, C = 32, K = 64, 3x3): its global loads by width. (The
+    descriptor kernels, sm90's default there, copy whole boxes: tests/test_tma.py.)"""
     return [{"direction": d, "target": t, "dtype": dtype,
-             **load_widths(compile_conv(d, dtype, True, t, CHANNELS_LAST), t)}
+             **load_widths(compile_conv(d, dtype, True, t, CHANNELS_LAST, perf_config={
+                 "tma": None, **({"split": 2} if d == "bwd_weight" else {})}), t)}
             for t in targets for d in ("fwd", "bwd_data", "bwd_weight")]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import inspect
 from dataclasses import dataclass
 from typing import Callable
 
@@ -134,13 +135,17 @@ def triton_failure(e: BaseException) -> str | None:
 @functools.cache
 def kernel_digest(direction) -> str:
     """A short digest of the source a direction's kernels are built from (its module, the
-    shared pieces in kernels/common.py, the descriptor kernels in kernels/tma.py): the
+    shared pieces in kernels/common.py, the descriptor kernels in kernels/tma.py and their
+    box shapes, config.pixel_box): the
     tuning database keys times on it, so a kernel change never selects a config timed on
     the old code."""
-    from convgen.kernels import common, tma
+    from convgen.kernels import common, config, tma
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
     for path in (module.__file__, common.__file__, tma.__file__):
         with open(path, "rb") as f:
             h.update(f.read())
+    # the descriptor kernels' box shapes are chosen in config.py, with the rest of the rule
+    for fn in (config.pixel_box, config.pixel_boxes):
+        h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from convgen.errors import ConvgenError
 from convgen.kernels import launch
-from convgen.kernels.config import cdiv, pixel_box
+from convgen.kernels.config import cdiv, pixel_box, pixel_boxes
 from convgen.kernels.common import mac, tile_ids
 
 SUM_BLOCK = 1024
@@ -187,8 +187,7 @@ def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1)):
 
 def bwd_weight_parts(p, cfg) -> tuple[int, int]:
     """(parts, boxes per part) of bwd_weight's reduction over output-pixel boxes."""
-    bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_k)
-    boxes = cdiv(p.n, bi) * cdiv(p.ho, bh) * cdiv(p.wo, bw)
+    boxes = pixel_boxes(p, cfg.block_k)
     per = cdiv(boxes, min(cfg.split, boxes))
     return cdiv(boxes, per), per
 
