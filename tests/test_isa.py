@@ -17,14 +17,20 @@ NVIDIA = ["sm90"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="module")
-def survey():
+def compile_here(*args: str) -> subprocess.CompletedProcess:
+    """`python ARGS` with this tree's convgen and Triton's interpreter off (so triton.compile
+    cross-compiles for a GPU target), its output captured; asserts it exited 0."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "convgen.kernels.isa", "--json",
-                           "--targets", ",".join(AMD + NVIDIA)],
-                          capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def survey():
+    proc = compile_here("-m", "convgen.kernels.isa", "--json", "--targets", ",".join(AMD + NVIDIA))
     return json.loads(proc.stdout)
 
 
@@ -136,12 +142,7 @@ LOAD_TARGETS = ["sm90", "gfx90a", "gfx942"]
 @pytest.fixture(scope="module")
 def loads():
     """`python -m convgen.kernels.isa --loads`, parsed: {(direction, target): counts}."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "convgen.kernels.isa", "--loads",
-                           "--targets", ",".join(LOAD_TARGETS)],
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = compile_here("-m", "convgen.kernels.isa", "--loads", "--targets", ",".join(LOAD_TARGETS))
     out = {}
     for line in proc.stdout.splitlines():
         direction, target, *counts = line.split()
@@ -199,15 +200,11 @@ def test_cache_survey_counts_only_conv_kernels(tmp_path):
 
 def test_blocks_across_taps_compile_to_matrix_instructions():
     # the C = 3 stem's paths (FLAT_R, FLAT_N) on AMD and NVIDIA, cross-compiled here
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
     code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv, matrix_instructions\n"
             "for t in ('gfx90a', 'gfx942', 'sm90'):\n"
             "    for d in ('fwd', 'bwd_weight'):\n"
             "        c = compile_conv(d, 'f16', True, t, CHANNELS_LAST, channels=3)\n"
             "        print(d, t, len(matrix_instructions(c, t)))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = compile_here("-c", code)
     rows = [line.split() for line in proc.stdout.splitlines()]
     assert len(rows) == 6 and all(int(n) > 0 for _, _, n in rows), proc.stdout

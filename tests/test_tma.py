@@ -1,10 +1,7 @@
 """The tensor-descriptor kernels (kernels/tma.py): right answers in the interpreter against
 torch's float64 conv, where they apply, when the default rule takes them, and that they
 compile to TMA copies and wgmma on sm90."""
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -13,9 +10,9 @@ from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.kernels import config
 from convgen.problem import make_problem
+from test_isa import compile_here
 from test_kernel import LAYOUTS, _check, _run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SM90 = Backend("cuda", "sm90", 32)
 SM80 = Backend("cuda", "sm80", 32)
 GFX942 = Backend("hip", "gfx942", 64)
@@ -158,8 +155,6 @@ def test_tuning_space_holds_descriptor_configs_where_they_run():
 
 
 def test_descriptor_kernels_compile_to_tma_and_wgmma_on_sm90():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
     code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv, matrix_instructions, "
             "assembly, load_widths\n"
             "for d in ('fwd', 'bwd_data', 'bwd_weight'):\n"
@@ -169,10 +164,7 @@ def test_descriptor_kernels_compile_to_tma_and_wgmma_on_sm90():
             "    l = load_widths(c, 'sm90')\n"
             "    print(d, asm.count('cp.async.bulk.tensor'), int(any('wgmma' in m for m in "
             "matrix_instructions(c, 'sm90'))), l['narrow'], l['async'])\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split() for line in proc.stdout.splitlines()]
+    rows = [line.split() for line in compile_here("-c", code).stdout.splitlines()]
     assert [r[0] for r in rows] == ["fwd", "bwd_data", "bwd_weight"], proc.stdout
     for d, tma_copies, wgmma, narrow, asynchronous in rows:
         assert int(tma_copies) > 0 and wgmma == "1" and narrow == "0" and int(asynchronous) > 0, rows

@@ -108,6 +108,11 @@ def tma_unsupported(p, use_dot: bool = True) -> str | None:
     return None
 
 
+def tma_refused(problem, backend: Backend, use_dot: bool = True) -> str | None:
+    """Why the descriptor kernels cannot run this problem on this backend; None: they can."""
+    return backend.tma_unavailable or tma_unsupported(problem, use_dot)
+
+
 def pixel_box(n: int, h: int, w: int, block_m: int) -> tuple[int, int, int]:
     """(BI, BH, BW) with BI*BH*BW = block_m that wastes least on the edges of an n x h x w
     grid of pixels (28x28 takes 4x4 boxes, 14x14 takes 2x2); ties go to wider rows."""
@@ -176,7 +181,7 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
     if cfg.tma not in (None, 0, 1):
         raise _bad(f"tma={cfg.tma} must be 0 or 1")
     if cfg.tma:
-        why = backend.tma_unavailable or tma_unsupported(problem, use_dot)
+        why = tma_refused(problem, backend, use_dot)
         if why:
             raise _bad(f"tma=1: {why}")
         if problem.direction.splits_reduction:
@@ -223,8 +228,7 @@ def _tma_by_default(problem: ConvProblem, backend: Backend) -> bool:
     interpreter keeps the pointer kernels by default, so CI tests both."""
     # sm120's ~100 KB of shared memory per program holds no 4-stage 128x128 pipeline: the
     # defaults below are for the data-centre parts (sm90, sm100), where they were measured
-    return not (backend.interpreter or backend.tma_unavailable or tma_unsupported(problem)
-                or backend.sm >= 120)
+    return not (backend.interpreter or tma_refused(problem, backend) or backend.sm >= 120)
 
 
 def _tma_default(problem: ConvProblem) -> KernelConfig:
@@ -264,7 +268,7 @@ def _split(problem: ConvProblem, bm: int, bn: int) -> int:
     if not problem.direction.splits_reduction:
         return 1
     m, _, r = problem.gemm
-    tiles = -(-m // bm) * column_tiles(problem, bn) * problem.g
+    tiles = cdiv(m, bm) * column_tiles(problem, bn) * problem.g
     want = max(1, 256 // max(1, tiles))
     return max(1, min(want, r // 1024, 64))
 
@@ -300,7 +304,7 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                                   tma=None)
                     if cfg not in out:
                         out.append(cfg)
-    if not (backend.tma_unavailable or tma_unsupported(problem)):
+    if not tma_refused(problem, backend):
         out += [cfg for cfg in _tma_space(problem, base) if cfg not in out]
     return out
 
