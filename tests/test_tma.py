@@ -61,6 +61,32 @@ def test_strided_1x1_reads_a_strided_view(direction, stride):
     _check(p, out, ref)
 
 
+# strides taken as phase views (bwd_data, bwd_weight): odd extents (phases of unequal size), padding that puts a
+# phase's first tap past the filter's edge, a strided 1x1 bwd_data (its other phases are
+# zeros), a stride on one axis only
+PHASE_CASES = {
+    "3x3-s2": dict(n=2, c_total=16, k_total=24, hi=9, wi=7, y=3, x=3, stride=(2, 2),
+                   pad=(1, 1, 1, 1)),
+    "3x2-s2x1": dict(n=1, c_total=24, k_total=16, hi=8, wi=11, y=3, x=2, stride=(2, 1),
+                     pad=(0, 2, 1, 0)),
+    "1x1-s2": dict(n=3, c_total=16, k_total=16, hi=7, wi=6, y=1, x=1, stride=(2, 2)),
+    "5x4-s1x2": dict(n=2, c_total=16, k_total=32, hi=10, wi=9, y=5, x=4, stride=(1, 2),
+                     pad=(2, 1, 0, 3)),
+}
+
+
+@pytest.mark.parametrize("case", list(PHASE_CASES))
+@pytest.mark.parametrize("direction", ["bwd_data", "bwd_weight"])
+def test_strides_as_phase_views(direction, case):
+    p = _problem(direction, "bf16" if "s1" in case else "f16", **PHASE_CASES[case])
+    assert config.tma_unsupported(p) is None
+    perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16}
+    if direction == "bwd_weight":
+        perf["split"] = 3
+    out, ref = _run(p, True, perf, seed=len(case))
+    _check(p, out, ref)
+
+
 @pytest.mark.parametrize("seed", range(9))
 def test_descriptor_kernels_random_geometries(seed):
     rng = random.Random(100 + seed)
@@ -80,9 +106,11 @@ def test_descriptor_kernels_random_geometries(seed):
 
 
 @pytest.mark.parametrize("change,reason", [
-    (dict(stride=(2, 1)), "stride 2x1"),
-    (dict(stride=(2, 2), y=1, x=1, direction="bwd_data"), "stride 2x2"),
-    (dict(stride=(2, 2), y=1, x=1, pad=(1, 0, 0, 0)), "without padding"),
+    (dict(stride=(2, 1)), "stride 2x1: fwd takes pixel boxes at stride 1 or an unpadded"),
+    (dict(stride=(3, 1), direction="bwd_data"), "stride 3x1: phase views take strides up to 2"),
+    (dict(stride=(2, 2), dilation=(1, 2), direction="bwd_weight"), "stride 2x2 with dilation 1x2"),
+    (dict(stride=(2, 2), hi=1, y=1, direction="bwd_data"),
+     "stride 2x2 on a 1x8 input: a phase view would be empty"),
     (dict(g=2, c_total=32, k_total=32), "2 groups"),
     (dict(c_total=3), "c=3"),
     (dict(c_total=20), "c=20: rows of channels must be a multiple of 16 bytes"),

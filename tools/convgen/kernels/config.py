@@ -12,6 +12,10 @@ A configuration's fields:
     tma                         1: the tensor-descriptor kernels (kernels/tma.py: boxes of
                                 whole pixels copied by TMA on sm90+), where tma_unsupported is None;
                                 bwd_weight's block_k is then its box of output pixels
+    s2d                         1: a strided problem run as a stride-1 one on the stride folded
+                                into the channels (kernels/s2d.py); 2: the filter's columns
+                                folded in too (fwd, bwd_weight). The other fields then
+                                describe the folded problem's kernel (tma=1 included)
     max_num_imprecise_acc       fp8 dots: how many products NVIDIA's fp8 units may sum at
                                 their own ~14-bit precision before the sum goes to the
                                 fp32 accumulator: 0 (the default for fp8) after every
@@ -50,6 +54,7 @@ class KernelConfig:
     kpack: int | None = None
     max_num_imprecise_acc: int | None = None
     tma: int | None = None
+    s2d: int | None = None
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -91,10 +96,18 @@ def tma_unsupported(p, use_dot: bool = True) -> str | None:
         return "the FMA path has no descriptor kernels"
     if p.dtype.bits != 16 or p.dtype.is_int:
         return f"{p.dtype.name}: only 16-bit floating-point types"
-    strided_1x1 = (p.y, p.x) == (1, 1) and not any((p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r))
-    if (p.stride_h, p.stride_w) != (1, 1) and not (strided_1x1 and p.direction.name != "bwd_data"):
-        return (f"stride {p.stride_h}x{p.stride_w}: pixel boxes need stride 1 (or, in fwd and "
-                "bwd_weight, a 1x1 filter without padding)")
+    if (p.stride_h, p.stride_w) != (1, 1) and not strided_view(p):
+        # the other strides take one phase view of the input (gradient) per remainder
+        stride = f"stride {p.stride_h}x{p.stride_w}"
+        if p.direction.name == "fwd":
+            return (f"{stride}: fwd takes pixel boxes at stride 1 or an unpadded strided 1x1 "
+                    "filter only (its phase-view loops miscompiled on sm90, docs/traps.md)")
+        if max(p.stride_h, p.stride_w) > 2:
+            return f"{stride}: phase views take strides up to 2 (four descriptors)"
+        if (p.dil_h, p.dil_w) != (1, 1):
+            return f"{stride} with dilation {p.dil_h}x{p.dil_w}: phase views need dilation 1"
+        if p.hi < p.stride_h or p.wi < p.stride_w:
+            return f"{stride} on a {p.hi}x{p.wi} input: a phase view would be empty"
     if p.g != 1:
         return f"{p.g} groups: one group only"
     for tensor, channel in (("input", "c"), ("filter", "c"), ("output", "k")):
@@ -106,6 +119,15 @@ def tma_unsupported(p, use_dot: bool = True) -> str | None:
         if v * p.dtype.bits // 8 % 16:
             return f"{name}={v}: rows of channels must be a multiple of 16 bytes"
     return None
+
+
+def strided_view(p) -> bool:
+    """A strided 1x1 filter without padding reads every stride-th input pixel, a strided
+    view whose pixels map one to one onto the output's (fwd, bwd_weight; bwd_data must
+    also write the pixels between, so it takes phase views)."""
+    return ((p.stride_h, p.stride_w) != (1, 1) and (p.y, p.x) == (1, 1)
+            and not any((p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r))
+            and p.direction.name != "bwd_data")
 
 
 def tma_refused(problem, backend: Backend, use_dot: bool = True) -> str | None:
@@ -147,6 +169,9 @@ def _bad(what: str) -> ConvgenError:
 
 def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot: bool) -> None:
     """Raise ConvgenError (field "perf_config") naming the first field out of range."""
+    if cfg.s2d:
+        _validate_s2d(cfg, problem, backend, use_dot)
+        return
     for name, top in (("block_m", MAX_BLOCK_MN), ("block_n", MAX_BLOCK_MN),
                       ("block_k", MAX_BLOCK_K), ("num_warps", backend.max_warps)):
         v = getattr(cfg, name)
@@ -191,6 +216,20 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
                            "partial sums exceed the 2^31 elements a kernel can index")
 
 
+def _validate_s2d(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot: bool) -> None:
+    """A folded config is the folded problem's config: checked against that problem."""
+    from convgen.kernels import s2d
+    why = s2d.unsupported(problem, cfg.s2d)
+    if why:
+        raise _bad(f"s2d={cfg.s2d}: {why}")
+    inner = s2d.inner_problem(problem, cfg.s2d)
+    try:
+        validate(replace(cfg, s2d=None), inner, backend, use_dot)
+    except ConvgenError as e:
+        raise _bad(f"s2d={cfg.s2d} (a {inner.y}x{inner.x} stride-1 filter on {inner.c} "
+                   f"channels): {e}") from None
+
+
 def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> KernelConfig:
     m, _, _ = problem.gemm
     n = problem.direction.tile_n(problem)
@@ -209,6 +248,10 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
                             num_warps=4, num_stages=1, split=_split(problem, bm, bn))
     if _tma_by_default(problem, backend):
         return _tma_default(problem)
+    mode = _s2d_by_default(problem, backend)
+    if mode:
+        from convgen.kernels import s2d
+        return replace(_tma_default(s2d.inner_problem(problem, mode)), s2d=mode)
     # a channel block no wider than the channels (the C = 3 stem wastes less)
     bk = min(64 if problem.dtype.bits <= 16 else 32, max(min_block_k(problem), _next_pow2(k)))
     cfg = KernelConfig(block_m=bm, block_n=bn, block_k=bk,
@@ -231,18 +274,40 @@ def _tma_by_default(problem: ConvProblem, backend: Backend) -> bool:
     return not (backend.interpreter or tma_refused(problem, backend) or backend.sm >= 120)
 
 
+def _s2d_by_default(problem: ConvProblem, backend: Backend) -> int | None:
+    """On a GPU with TMA, a strided filter whose taps hold fewer channels than a block (the
+    C = 3 stem) runs folded (kernels/s2d.py) on the descriptor kernels: the columns folded
+    too where the direction allows it."""
+    from convgen.kernels import s2d
+    if backend.interpreter or backend.tma_unavailable or backend.sm >= 120:
+        return None
+    if not blocks_span_taps(problem):
+        return None
+    for mode in (2, 1):
+        if (s2d.unsupported(problem, mode) is None
+                and tma_refused(s2d.inner_problem(problem, mode), backend) is None):
+            return mode
+    return None
+
+
 def _tma_default(problem: ConvProblem) -> KernelConfig:
     """The tiles that won most often in the H100 tuning database (tuning/tuning.sqlite)."""
     if problem.direction.splits_reduction:
         bm = 128 if problem.k >= 128 else 64
-        bn = 128 if problem.c >= 128 else 64
+        bn = 128 if problem.c >= 128 else _narrow(problem.c)
         # a deeper box of pixels per step where the tile is small
         box, stages = (64, 4) if bm * bn >= 128 * 128 else (128, 3)
         return KernelConfig(block_m=bm, block_n=bn, block_k=box, num_warps=4, num_stages=stages,
                             split=_tma_split(problem, bm, bn, box), tma=1)
-    bn = 128 if problem.direction.tile_n(problem) >= 128 else 64
+    bn = 128 if problem.direction.tile_n(problem) >= 128 else _narrow(problem.direction.tile_n(problem))
     return KernelConfig(block_m=128, block_n=bn, block_k=64, num_warps=8 if bn == 128 else 4,
                         num_stages=4, tma=1)
+
+
+def _narrow(n: int, bn: int = 64) -> int:
+    """bn tile columns, or as few as 16 where there are fewer columns (a folded stem's 16
+    channels, kernels/s2d.py), whose TMA boxes need no more."""
+    return min(bn, max(16, _next_pow2(n)))
 
 
 def _tma_split(problem: ConvProblem, bm: int, bn: int, box: int) -> int:
@@ -301,11 +366,30 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                         continue
                     cfg = replace(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                                   num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
-                                  tma=None)
+                                  tma=None, s2d=None)
                     if cfg not in out:
                         out.append(cfg)
     if not tma_refused(problem, backend):
         out += [cfg for cfg in _tma_space(problem, base) if cfg not in out]
+    out += [cfg for cfg in _s2d_space(problem, backend) if cfg not in out]
+    return out
+
+
+def _s2d_space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
+    """Folded configs, for strided filters whose taps hold fewer channels than a block: the
+    folded problem's space (its descriptor-kernel share alone where it has one)."""
+    from convgen.kernels import s2d
+    if not blocks_span_taps(problem):
+        return []
+    out = []
+    for mode in (1, 2):
+        if s2d.unsupported(problem, mode):
+            continue
+        inner = s2d.inner_problem(problem, mode)
+        configs = space(inner, backend)
+        if not tma_refused(inner, backend):
+            configs = [cfg for cfg in configs if cfg.tma]
+        out += [replace(cfg, s2d=mode) for cfg in configs]
     return out
 
 
@@ -317,6 +401,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
         for bm, bn in ((64, 64), (128, 64), (64, 128), (128, 128)):
             if bm > max(64, _next_pow2(problem.k)) or bn > max(64, _next_pow2(problem.c)):
                 continue
+            bn = _narrow(problem.c, bn)
             for box in (64, 128):
                 auto = _tma_split(problem, bm, bn, box)
                 for split in sorted({max(1, auto // 2), auto, min(MAX_SPLIT, auto * 2)}):
@@ -328,6 +413,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
     for bm, bn in SPACE_MN:
         if bn > max(64, _next_pow2(n)):
             continue
+        bn = _narrow(n, bn)
         for stages in (3, 4):
             out.append(replace(base, block_m=bm, block_n=bn, block_k=64, num_stages=stages,
                                num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
@@ -372,6 +458,12 @@ def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
            overrides: dict | None = None) -> KernelConfig:
     """The default configuration with the fields `overrides` sets, checked."""
     cfg = default_config(problem, backend, use_dot)
+    if overrides and overrides.get("s2d"):
+        # a folded config's other fields describe the folded problem's kernel: start there
+        from convgen.kernels import s2d
+        if s2d.unsupported(problem, overrides["s2d"]) is None:
+            cfg = replace(default_config(s2d.inner_problem(problem, overrides["s2d"]), backend,
+                                         use_dot), s2d=overrides["s2d"])
     if problem.dtype.is_fp8:
         # sum fp8 products in fp32 after every matrix instruction (backend.dot_u_acc)
         cfg = replace(cfg, max_num_imprecise_acc=0)
@@ -380,8 +472,9 @@ def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
         if unknown:
             raise _bad(f"unknown field '{unknown[0]}' (fields: {', '.join(FIELDS)})")
         # fields given without tma describe a pointer-kernel tile (block_k is a reduction
-        # step there, a box of pixels in the descriptor bwd_weight): only tma=1 asks for those
-        cfg = replace(cfg, **{"tma": None, **overrides})
+        # step there, a box of pixels in the descriptor bwd_weight): only tma=1 asks for those;
+        # likewise only s2d=1 or 2 asks for a folded problem
+        cfg = replace(cfg, **{"tma": None, "s2d": None, **overrides})
     if not use_dot:
         cfg = replace(cfg, block_k=1)
     validate(cfg, problem, backend, use_dot)

@@ -54,13 +54,18 @@ def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict 
     """Compile `fn` for `target`; `args` maps each runtime parameter to a Triton type string.
     `aligned` names the parameters to treat as multiples of 16, as a launch does for 16-byte
     aligned pointers and such integers (vectorized loads depend on it)."""
-    params = [p for p in inspect.signature(fn.fn if hasattr(fn, "fn") else fn).parameters]
-    signature = {}
+    declared = inspect.signature(fn.fn if hasattr(fn, "fn") else fn).parameters
+    params = list(declared)
+    signature, constexprs = {}, dict(constexprs)
     for name in params:
         if name in constexprs:
             signature[name] = "constexpr"
         elif name in args:
             signature[name] = args[name]
+        elif declared[name].default is not inspect.Parameter.empty:
+            # left out of a launch: its default (None or a constexpr), as a launch binds it
+            signature[name] = "constexpr"
+            constexprs[name] = declared[name].default
         else:
             raise KeyError(f"no type given for kernel parameter '{name}'")
     attrs = {(params.index(a),): [["tt.divisibility", 16]] for a in aligned}

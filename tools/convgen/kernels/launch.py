@@ -32,8 +32,9 @@ class LaunchSpec:
     grid: tuple
     runtime: dict                  # runtime arguments by parameter name
     constexprs: dict
-    workspace: object = None       # a torch tensor the kernel writes partial results to
-    finish: Callable | None = None  # second launch, given Backend.compile_options
+    workspace: object = None       # torch tensors the launches write, kept alive with the spec
+    finish: Callable | None = None  # launches after the kernel, given Backend.compile_options
+    start: Callable | None = None   # launches before it (kernels/s2d.py: the folded inputs)
 
 
 def sizes(p: ConvProblem, *names: str) -> dict:
@@ -82,6 +83,9 @@ def meta(p: ConvProblem, cfg: KernelConfig, use_dot: bool, interpreter: bool,
 
 def launch_spec(p: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
                 interpreter: bool, input_precision: str = "ieee") -> LaunchSpec:
+    if cfg.s2d:
+        from convgen.kernels import s2d
+        return s2d.launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision)
     if cfg.tma:
         from convgen.kernels import tma
         return tma.launch_spec(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter, input_precision))
@@ -100,6 +104,8 @@ def prepare(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot
     launch = spec.kernel[spec.grid]
 
     def run() -> None:
+        if spec.start is not None:
+            spec.start(backend.compile_options)
         launch(**spec.runtime, **spec.constexprs, **options)
         if spec.finish is not None:
             spec.finish(backend.compile_options)
@@ -136,13 +142,13 @@ def triton_failure(e: BaseException) -> str | None:
 def kernel_digest(direction) -> str:
     """A short digest of the source a direction's kernels are built from (its module, the
     shared pieces in kernels/common.py, the descriptor kernels in kernels/tma.py and their
-    box shapes, config.pixel_box): the
+    box shapes, config.pixel_box, the folded problems of kernels/s2d.py): the
     tuning database keys times on it, so a kernel change never selects a config timed on
     the old code."""
-    from convgen.kernels import common, config, tma
+    from convgen.kernels import common, config, s2d, tma
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
-    for path in (module.__file__, common.__file__, tma.__file__):
+    for path in (module.__file__, common.__file__, tma.__file__, s2d.__file__):
         with open(path, "rb") as f:
             h.update(f.read())
     # the descriptor kernels' box shapes are chosen in config.py, with the rest of the rule

@@ -6,7 +6,13 @@ as a box, BI images x BH rows x BW columns (`config.pixel_box`), instead of a ru
 pixel indices. For stride 1 the input pixels that one filter tap meets are then the same
 box shifted by the tap's offset (a 1x1 filter with a stride and no padding reads a
 strided view of the input instead: fwd and bwd_weight), so each reduction step is one box
-load of the input (or output gradient) and one of the filter, through tensor descriptors:
+load of the input (or output gradient) and one of the filter, through tensor descriptors.
+In bwd_data and bwd_weight a stride of 2 takes the input (gradient) as up to four phase
+views, the pixels whose row and column leave remainders (a, b) by the stride: each filter
+tap reads (bwd_weight) or each program writes (bwd_data) whole boxes of one phase, and
+each phase has its own taps. (fwd would sum over four phases in one program: four
+pipelined loops in a row, which Triton 3.6 compiled into wrong results on the H100 for
+128-row tiles, though the interpreter agreed; docs/traps.md.) So:
 
   * the copy engine (TMA on Hopper) moves whole boxes into shared memory asynchronously,
     so the loop has no address arithmetic, no masks and no per-row gather;
@@ -27,10 +33,11 @@ import triton.language as tl
 
 from convgen.errors import ConvgenError
 from convgen.kernels import launch
-from convgen.kernels.config import cdiv, pixel_box, pixel_boxes
+from convgen.kernels.config import cdiv, pixel_box, pixel_boxes, strided_view
 from convgen.kernels.common import mac, tile_ids
 
 SUM_BLOCK = 1024
+MAX_PHASE_STRIDE = 2   # four phase views at most: the kernels take four descriptors
 
 
 @triton.jit
@@ -58,6 +65,23 @@ def _tap_block(r, NB, X: tl.constexpr, BLOCK: tl.constexpr):
     tap = r // NB
     fy = tap // X
     return fy, tap - fy * X, (r - tap * NB) * BLOCK
+
+
+@triton.jit
+def _phase_taps(a, b, PH, PW, Y: tl.constexpr, X: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr):
+    """The taps (fy0 + SH*i, fx0 + SW*j), i < ty, j < tx, that meet input rows of remainder
+    a and columns of remainder b by the stride: SH*ho + fy - PH = a (mod SH) (no dilation)."""
+    fy0 = (a + PH) % SH
+    fx0 = (b + PW) % SW
+    return fy0, fx0, tl.cdiv(Y - fy0, SH), tl.cdiv(X - fx0, SW)
+
+
+@triton.jit
+def _phase_tap_block(r, NB, tx, fy0, fx0, SH: tl.constexpr, SW: tl.constexpr, BLOCK: tl.constexpr):
+    """Reduction step r of one phase -> its filter tap (fy, fx) and first channel."""
+    t = r // NB
+    ty = t // tx
+    return fy0 + ty * SH, fx0 + (t - ty * tx) * SW, (r - t * NB) * BLOCK
 
 
 @triton.jit
@@ -91,20 +115,51 @@ def conv_bwd_data_tma_kernel(
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+    x_desc1=None, x_desc2=None, x_desc3=None, SH: tl.constexpr = 1, SW: tl.constexpr = 1,
 ):
     # y (output gradient): (n, ho, wo, k), w: (k, y, x, c), x (input gradient): (n, h, w, c)
-    # GEMM rows M: a box of input pixels; columns N: input channels c0..
-    n0, h0, w0, c0 = _output_tile(N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    KB = tl.cdiv(K, BLOCK_K)
-    for r in range(0, Y * X * KB):
-        # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
-        # takes input pixel h from is h + PH - fy*DH (stride 1)
-        fy, fx, k0 = _tap_block(r, KB, X, BLOCK_K)
-        a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
-        b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
-        acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-    x_desc.store([n0, h0, w0, c0], acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+    if SH * SW == 1:
+        # GEMM rows M: a box of input pixels; columns N: input channels c0..
+        n0, h0, w0, c0 = _output_tile(N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        KB = tl.cdiv(K, BLOCK_K)
+        for r in range(0, Y * X * KB):
+            # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
+            # takes input pixel h from is h + PH - fy*DH (stride 1)
+            fy, fx, k0 = _tap_block(r, KB, X, BLOCK_K)
+            a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
+            b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
+            acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+        x_desc.store([n0, h0, w0, c0], acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+    else:
+        # GEMM rows M: a box of pixels of phase view ph (grid axis 1), rows SH*i + pa and
+        # columns SW*j + pb of the input gradient; columns N: input channels c0..
+        ph = tl.program_id(1)
+        pa = ph // SW
+        pb = ph - pa * SW
+        n0, i0, j0, c0 = _output_tile(N, tl.cdiv(HI, SH), tl.cdiv(WI, SW), C, BI, BH, BW,
+                                      BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        KB = tl.cdiv(K, BLOCK_K)
+        fy0, fx0, ty, tx = _phase_taps(pa, pb, PH, PW, Y, X, SH, SW)
+        for r in range(0, ty * tx * KB):
+            # GEMM reduction R: (tap of this phase, output-channel block); input row SH*i + pa
+            # takes output row i + (pa + PH - fy) / SH, an exact division. A phase no tap
+            # reaches (a strided 1x1 filter's skipped pixels) keeps its zeros
+            fy, fx, k0 = _phase_tap_block(r, KB, tx, fy0, fx0, SH, SW, BLOCK_K)
+            a = y_desc.load([n0, i0 + (pa + PH - fy) // SH, j0 + (pb + PW - fx) // SW,
+                             k0]).reshape(BLOCK_M, BLOCK_K)
+            b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
+            acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+        out = acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N)
+        if ph == 0:
+            x_desc.store([n0, i0, j0, c0], out)
+        elif ph == 1:
+            x_desc1.store([n0, i0, j0, c0], out)
+        elif ph == 2:
+            x_desc2.store([n0, i0, j0, c0], out)
+        else:
+            x_desc3.store([n0, i0, j0, c0], out)
 
 
 @triton.jit
@@ -116,6 +171,7 @@ def conv_bwd_weight_tma_kernel(
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+    x_desc1=None, x_desc2=None, x_desc3=None, SH: tl.constexpr = 1, SW: tl.constexpr = 1,
 ):
     # y (output gradient): (n, ho, wo, k), x: (n, h, w, c); grid: (k tile, c tile), tap, part
     BLOCK_R: tl.constexpr = BI * BH * BW
@@ -131,12 +187,33 @@ def conv_bwd_weight_tma_kernel(
     tw = tl.cdiv(WO, BW)
     boxes = tl.cdiv(N, BI) * th * tw
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for t in range(s * PER, tl.minimum(boxes, s * PER + PER)):
-        # GEMM reduction R: output-pixel boxes of part s; the tap shifts the input box
-        n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
-        a = y_desc.load([n0, ho0, wo0, k0]).reshape(BLOCK_R, BLOCK_M)
-        b = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_R, BLOCK_N)
-        acc = mac(acc, a.T, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    if SH * SW == 1:
+        for t in range(s * PER, tl.minimum(boxes, s * PER + PER)):
+            # GEMM reduction R: output-pixel boxes of part s; the tap shifts the input box
+            n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
+            a = y_desc.load([n0, ho0, wo0, k0]).reshape(BLOCK_R, BLOCK_M)
+            b = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_R, BLOCK_N)
+            acc = mac(acc, a.T, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    else:
+        # the tap reads input rows SH*ho + fy - PH: phase view pa (their remainder by SH),
+        # at rows ho + (fy - PH - pa) / SH of it, an exact division
+        pa = (fy + SH * PH - PH) % SH
+        pb = (fx + SW * PW - PW) % SW
+        dh = (fy - PH - pa) // SH
+        dw = (fx - PW - pb) // SW
+        ph = pa * SW + pb
+        if ph == 0:
+            acc = _wgrad_boxes(acc, y_desc, x_desc, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
+                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+        elif ph == 1:
+            acc = _wgrad_boxes(acc, y_desc, x_desc1, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
+                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+        elif ph == 2:
+            acc = _wgrad_boxes(acc, y_desc, x_desc2, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
+                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+        else:
+            acc = _wgrad_boxes(acc, y_desc, x_desc3, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
+                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     rm = k0 + tl.arange(0, BLOCK_M)
     rn = c0 + tl.arange(0, BLOCK_N)
     ok = (rm < K)[:, None] & (rn < C)[None, :]
@@ -148,6 +225,24 @@ def conv_bwd_weight_tma_kernel(
         # C tile -> part s's fp32 partials (s, k, tap, c), added up by split_sum_kernel
         part = ws_ptr + ((s * K + rm) * (Y * X * C))[:, None] + (tap * C + rn)[None, :]
         tl.store(part, acc, mask=ok)
+
+
+@triton.jit
+def _wgrad_boxes(acc, y_desc, xd, s, PER, boxes, th, tw, k0, c0, dh, dw,
+                 BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                 DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr):
+    """bwd_weight's loop for a strided tap: part s's output-pixel boxes against the input box
+    (dh, dw) away in phase view xd."""
+    BLOCK_R: tl.constexpr = BI * BH * BW
+    for t in range(s * PER, tl.minimum(boxes, s * PER + PER)):
+        # GEMM reduction R: output-pixel boxes of part s
+        n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
+        a = y_desc.load([n0, ho0, wo0, k0]).reshape(BLOCK_R, BLOCK_M)
+        b = xd.load([n0, ho0 + dh, wo0 + dw, c0]).reshape(BLOCK_R, BLOCK_N)
+        acc = mac(acc, a.T, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    return acc
 
 
 @triton.jit
@@ -172,13 +267,14 @@ def split_sum_kernel(ws_ptr, w_ptr, K, C, sw_k, sw_c, sw_y, sw_x,
              mask=ok)
 
 
-def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1)):
+def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), start: tuple = (0, 0)):
     """A descriptor over logical view t (letters) with its dims in the order `dims`; `step`
-    keeps every step-th row and column (a strided 1x1 filter's input: the pixels it reads)."""
+    keeps every step-th row and column from row and column `start` (a strided 1x1
+    filter's input: the pixels it reads; a phase view)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     v = t[:, 0] if letters[1] == "g" else t[0]           # drop the single group
     rest = letters.replace("g", "")
-    v = v.permute(*(rest.index(d) for d in dims))[:, ::step[0], ::step[1]]
+    v = v.permute(*(rest.index(d) for d in dims))[:, start[0]::step[0], start[1]::step[1]]
     if v.data_ptr() % 16:
         raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
                            field="perf_config")
@@ -201,25 +297,44 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     L = LOGICAL
     geo = {**launch.geometry(p, "Y", "X", "DH", "DW"), **meta}
     # a strided 1x1 filter without padding reads every stride-th pixel: a strided view of
-    # the input, whose pixels then map one to one onto the output's (stride 1 otherwise)
+    # the input, whose pixels then map one to one onto the output's (fwd, bwd_weight); any
+    # other stride takes the input (gradient) as one phase view per remainder (a, b)
     step = (p.stride_h, p.stride_w)
+    phased = step != (1, 1) and not strided_view(p)
     name = p.direction.name
+
+    def inputs(box):
+        """x_desc, or x_desc .. x_desc3: the phase views (slots past the last unused)."""
+        if not phased:
+            return {"x_desc": _descriptor(x, "nhwc", L["input"], box, step)}
+        views = [_descriptor(x, "nhwc", L["input"], box, step, (a, b))
+                 for a in range(step[0]) for b in range(step[1])]
+        views += views[:1] * (4 - len(views))
+        return dict(zip(("x_desc", "x_desc1", "x_desc2", "x_desc3"), views))
+
+    strides = {"SH": step[0], "SW": step[1]} if phased else {}
     if name == "fwd":
         bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_m)
-        runtime = dict(x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step),
+        runtime = dict(**inputs([bi, bh, bw, cfg.block_k]),
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]),
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_n]),
                        C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l)
         grid = (cdiv(p.n, bi) * cdiv(p.ho, bh) * cdiv(p.wo, bw) * cdiv(p.k, cfg.block_n),)
-        return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime, {**geo, "BI": bi, "BH": bh, "BW": bw})
+        return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime,
+                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides})
     if name == "bwd_data":
-        bi, bh, bw = pixel_box(p.n, p.hi, p.wi, cfg.block_m)
+        # tiles of the input gradient's pixels (of each phase view: grid axis 1)
+        rows, cols = cdiv(p.hi, step[0]), cdiv(p.wi, step[1])
+        bi, bh, bw = pixel_box(p.n, rows, cols, cfg.block_m)
         runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k]),
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
-                       x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n], step),
+                       **inputs([bi, bh, bw, cfg.block_n]),
                        C=p.c, K=p.k, N=p.n, HI=p.hi, WI=p.wi, PH=p.pad_h_l, PW=p.pad_w_l)
-        grid = (cdiv(p.n, bi) * cdiv(p.hi, bh) * cdiv(p.wi, bw) * cdiv(p.c, cfg.block_n),)
-        return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime, {**geo, "BI": bi, "BH": bh, "BW": bw})
+        grid = (cdiv(p.n, bi) * cdiv(rows, bh) * cdiv(cols, bw) * cdiv(p.c, cfg.block_n),)
+        if phased:
+            grid += (step[0] * step[1],)
+        return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
+                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides})
     # bwd_weight: block_k is the reduction's box of output pixels
     bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_k)
     split, per = bwd_weight_parts(p, cfg)
@@ -228,12 +343,12 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         ws = torch.empty((split * p.k * p.gemm[1],), dtype=torch.float32, device=out.device)
     sw = dict(zip(L["filter"], w.stride()))
     runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m]),
-                   x_desc=_descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n], step),
+                   **inputs([bi, bh, bw, cfg.block_n]),
                    w_ptr=w, ws_ptr=w if ws is None else ws,
                    C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l,
                    sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"], PER=per)
     constexprs = {**{k: v for k, v in geo.items() if k not in ("BLOCK_K", "GROUP_M")},
-                  "SPLIT": split, "BI": bi, "BH": bh, "BW": bw}
+                  "SPLIT": split, "BI": bi, "BH": bh, "BW": bw, **strides}
     grid = (cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n), p.y * p.x, split)
 
     def reduce(compile_options):

@@ -1,0 +1,5 @@
+// Backward-weight of the folded stem (kernels/s2d.py): the folded filter's gradient, split
+// over 3 parts, then copied back to 7x7 taps (the zero row and column dropped).
+// RUN: %convgen --operation conv2d_bwd_weight -t f16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=2 -in_channels=3 -out_channels=24 -in_h=13 -in_w=11 -fil_h=7 -fil_w=7 -conv_stride_h=2 -conv_stride_w=2 --padding_h=3 --padding_w=3 -perf_config s2d=2,split=3 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// RUN: %convgen --operation conv2d_bwd_weight -t bf16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=2 -in_channels=3 -out_channels=24 -in_h=13 -in_w=11 -fil_h=7 -fil_w=7 -conv_stride_h=2 -conv_stride_w=2 --padding_h=3 --padding_w=3 -perf_config s2d=1 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// CHECK: [1 1 1]

@@ -1,0 +1,7 @@
+// The folded stem (kernels/s2d.py) on the tensor-descriptor kernels, as sm90 runs it by
+// default: s2d=2 reads each row of folded taps through a view whose columns overlap.
+// REQUIRES: tma
+// RUN: %convgen --operation conv2d -t f16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=2 -in_channels=3 -out_channels=24 -in_h=13 -in_w=11 -fil_h=7 -fil_w=7 -conv_stride_h=2 -conv_stride_w=2 --padding_h=3 --padding_w=3 -perf_config s2d=2,tma=1 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// RUN: %convgen --operation conv2d_bwd_data -t f16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=2 -in_channels=3 -out_channels=24 -in_h=13 -in_w=11 -fil_h=7 -fil_w=7 -conv_stride_h=2 -conv_stride_w=2 --padding_h=3 --padding_w=3 -perf_config s2d=1,tma=1,block_n=16 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// RUN: %convgen --operation conv2d_bwd_weight -t bf16 -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=2 -in_channels=3 -out_channels=24 -in_h=13 -in_w=11 -fil_h=7 -fil_w=7 -conv_stride_h=2 -conv_stride_w=2 --padding_h=3 --padding_w=3 -perf_config s2d=2,tma=1,split=4 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// CHECK: [1 1 1]
