@@ -279,13 +279,11 @@ def _s2d_by_default(problem: ConvProblem, backend: Backend) -> int | None:
     C = 3 stem) runs folded (kernels/s2d.py) on the descriptor kernels: the columns folded
     too where the direction allows it."""
     from convgen.kernels import s2d
-    if backend.interpreter or backend.tma_unavailable or backend.sm >= 120:
-        return None
     if not blocks_span_taps(problem):
         return None
     for mode in (2, 1):
         if (s2d.unsupported(problem, mode) is None
-                and tma_refused(s2d.inner_problem(problem, mode), backend) is None):
+                and _tma_by_default(s2d.inner_problem(problem, mode), backend)):
             return mode
     return None
 

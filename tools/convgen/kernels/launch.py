@@ -49,6 +49,15 @@ def tensor_args(p: ConvProblem, tensors: dict, out) -> dict:
             **sizes(p, *_SIZES), **strides(full)}
 
 
+def one_group(t, letters: str, dims: str):
+    """Logical view t (its letters, g among them) of a one-group problem without its g
+    dimension, its dims in the order `dims` (e.g. "nhwc"): how the descriptor kernels and
+    the folded problems (kernels/tma.py, kernels/s2d.py) see a tensor."""
+    v = t[:, 0] if letters[1] == "g" else t[0]
+    rest = letters.replace("g", "")
+    return v.permute(*(rest.index(d) for d in dims))
+
+
 def geometry(p: ConvProblem, *names: str) -> dict:
     return {name: getattr(p, _GEOMETRY[name]) for name in names}
 

@@ -37,9 +37,10 @@ import triton
 import triton.language as tl
 
 from convgen.directions import MIN_CHANNEL_BLOCK
+from convgen.kernels.common import split3
+from convgen.problem import MAX_ELEMENTS
 
 COPY_BLOCK = 1024
-MAX_ELEMENTS = 2**31 - 1   # the copies and the kernels index with 32-bit offsets
 
 
 @dataclass(frozen=True)
@@ -139,11 +140,7 @@ def to_depth_kernel(src, dst, N, H, W, C, HD, WD, CD, OFF_H, OFF_W, s_n, s_h, s_
     ok = idx < N * HD * WD * CD
     # dst's flat index -> (n, i, j, cd); cd -> the offset (a, b) in the block and c
     cd = idx % CD
-    t = idx // CD
-    j = t % WD
-    t = t // WD
-    i = t % HD
-    n = t // HD
+    n, i, j = split3(idx // CD, HD, WD, False, N)
     c = cd % C
     ab = cd // C
     h = SH * i + ab // SW - OFF_H
@@ -163,11 +160,7 @@ def from_depth_kernel(src, dst, N, H, W, C, HD, WD, CD, OFF_H, OFF_W, d_n, d_h, 
     ok = idx < N * H * W * C
     # dst's flat index -> (n, h, w, c), c fastest
     c = idx % C
-    t = idx // C
-    w = t % W
-    t = t // W
-    h = t % H
-    n = t // H
+    n, h, w = split3(idx // C, H, W, False, N)
     hh = h + OFF_H
     ww = w + OFF_W
     i = hh // SH
@@ -176,14 +169,6 @@ def from_depth_kernel(src, dst, N, H, W, C, HD, WD, CD, OFF_H, OFF_W, d_n, d_h, 
     inside = ok & (i < HD) & (j < WD)
     v = tl.load(src + ((n * HD + i) * WD + j) * CD + cd, mask=inside, other=0)
     tl.store(dst + n * d_n + h * d_h + w * d_w + c * d_c, v, mask=ok)
-
-
-def _nhwc(t, letters: str):
-    """A logical view (5 letters with g) of one group as (n, h, w, c): batch (or k), rows,
-    columns, channels."""
-    v = t[:, 0] if letters[1] == "g" else t[0]
-    rest = letters.replace("g", "")
-    return v.permute(*(rest.index(d) for d in (rest[0], rest[-2], rest[-1], "c")))
 
 
 def _to_depth(src, dst, f: Fold, off_h: int, off_w: int, options):
@@ -216,7 +201,8 @@ def launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision):
     name = p.direction.name
     full = {**tensors, p.writes: out}
     dev = out.device
-    x, w = (_nhwc(full[t], LOGICAL[t]) for t in ("input", "filter"))
+    x = launch.one_group(full["input"], LOGICAL["input"], "nhwc")
+    w = launch.one_group(full["filter"], LOGICAL["filter"], "kyxc")
     starts, finishes = [], []
     folded = {}
 

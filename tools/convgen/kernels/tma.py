@@ -272,9 +272,7 @@ def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), s
     keeps every step-th row and column from row and column `start` (a strided 1x1
     filter's input: the pixels it reads; a phase view)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    v = t[:, 0] if letters[1] == "g" else t[0]           # drop the single group
-    rest = letters.replace("g", "")
-    v = v.permute(*(rest.index(d) for d in dims))[:, start[0]::step[0], start[1]::step[1]]
+    v = launch.one_group(t, letters, dims)[:, start[0]::step[0], start[1]::step[1]]
     if v.data_ptr() % 16:
         raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
                            field="perf_config")
