@@ -284,15 +284,27 @@ def main():
     device_name = torch.cuda.get_device_name()
     if args.tuning_db and not os.path.exists(args.tuning_db):
         ap.error(f"--tuning-db: no file {args.tuning_db}")
-    rows = [bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name, args.tuning_db)
-            for d in directions for dt in types for layer in layers]
     head = {"device": device_name, "torch": torch.__version__, "triton": triton.__version__,
             "cudnn": torch.backends.cudnn.version(), "command": shlex.join(["python", *sys.argv])}
+    rows = []
+    for d in directions:
+        for dt in types:
+            for layer in layers:
+                rows.append(bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name,
+                                      args.tuning_db))
+                if args.json:   # after every row: a run stopped by a time limit keeps what it measured
+                    _write_json(args.json, {**head, **summarize(rows), "rows": rows})
     summary = summarize(rows)
     print_report(head, rows, summary)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({**head, **summary, "rows": rows}, f, indent=1)
+        _write_json(args.json, {**head, **summary, "rows": rows})
+
+
+def _write_json(path: str, doc: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
