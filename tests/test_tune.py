@@ -43,7 +43,8 @@ def test_tune_measures_checks_records_and_resumes(tmp_path):
     forced, source = kconfig.select(config.problem, current(), True, {"block_m": 16}, db)
     assert forced.block_m == 16 and source == "set on the command line"
     default, source = kconfig.select(config.problem, current(), True, None, None)
-    assert default == kconfig.choose(config.problem, current(), True) and source == "default rule"
+    assert default == kconfig.choose(config.problem, current(), True)
+    assert source == "default rule (no tuning database; selector off)"
     # the FMA path never takes a matrix-core entry
     assert kconfig.select(config.problem, current(), False, None, db)[1] == "default rule"
 
@@ -92,7 +93,7 @@ def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["tune"], "no problem to tune"),
-    (["tune", "--layers", "vgg"], "invalid value 'vgg' for --layers: expected one of issue, resnet50"),
+    (["tune", "--layers", "vgg"], "invalid value 'vgg' for --layers: expected one of issue, selector, resnet50"),
     (["tune", "--max-configs", "many", *PROBLEM],
      "invalid value 'many' for --max-configs: expected a positive integer"),
     (["tune", "--layers", "issue", "--directions", "fwd,sideways"], "invalid value 'fwd,sideways' for --directions"),

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from convgen import dtypes, tolerance
+from convgen import dtypes, models, tolerance
 from convgen.directions import BWD_DATA, BWD_WEIGHT, FWD
 from convgen.errors import ConvgenError
 from convgen.inputs import MAX_SEED
@@ -342,6 +342,10 @@ _COMMON = (
          "the tuning database a run without -perf_config takes its config from (the fastest "
          "measured for exactly this problem on this device); none: today's rule only",
          "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
+        ("selector", "selector", _tuning_db,
+         "the model file that picks a config where the tuning database has no entry (the "
+         "candidate predicted fastest); none: today's rule",
+         "$CONVGEN_SELECTOR, else tuning/models/ARCH.json"),
         ("flush_subnormals", "flush_subnormals", _switch(),
          "zero the kernel's subnormal inputs first (how MI200 matrix cores read fp16/bf16)",
          "off"),
@@ -619,7 +623,8 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
                              perf_config=v.get("perf_config", ()),
                              input_precision=v.get("input_precision", "ieee"),
                              flush_subnormals=v.get("flush_subnormals", False),
-                             tuning_db=v.get("tuning_db", "")),
+                             tuning_db=v.get("tuning_db", ""),
+                             selector=v.get("selector", "")),
         reference=ReferenceOptions(validator=validator,
                                    accumulate=v.get("ref_accumulate"),
                                    flush_subnormals=v.get("ref_flush_subnormals", False)),
@@ -748,6 +753,8 @@ def flags_markdown() -> str:
     out += table(COMPARE_FLAGS)
     out += ["", "## `convgen tune [tune flags] PROBLEM | --lines FILE | --layers NAME`"]
     out += table(TUNE_FLAGS)
+    out += ["", "## `convgen train-selector [flags]`, `convgen eval-selector [flags]`"]
+    out += table(SELECTOR_FLAGS)
     return "\n".join(out) + "\n"
 
 
@@ -771,6 +778,12 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
                 "device for each problem,\nchecks the fastest with the reference and records "
                 "all of it in the tuning database; a run\nwithout -perf_config then takes the "
                 "database's best. An interrupted run resumes.\n"),
+            id(SELECTOR_FLAGS): (
+                "usage: convgen train-selector [flags]\n       convgen eval-selector [flags]\n\n"
+                "train-selector fits the config selector (LightGBM on log1p(TFLOPS)) on every "
+                "measurement of\nthe tuning database for one arch and writes the model a run "
+                "without a tuned entry uses;\neval-selector cross-validates it with folds "
+                "grouped by shape (docs/config-selection.md).\n"),
             id(COMPARE_FLAGS): (
                 "usage: convgen compare --kern KERN.npy --ref REF.npy -t TYPE [flags]\n\n"
                 "Verifies two saved arrays (for example a --dump) with no kernel and no "
@@ -813,9 +826,10 @@ TUNE_FLAGS = _table(
          "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
         ("lines", "lines", _str, "a file of problems: one convgen flag set per line (# starts a "
          "comment line; a pipe and what follows it are dropped)", ""),
-        ("layers", "layers", _words("issue", "resnet50"),
-         "a model's layers: issue (the seven layers of docs/conv-benchmark.md) or resnet50, "
-         "NHWC/KYXC", ""),
+        ("layers", "layers", _words("issue", "selector", *models.NETWORKS),
+         "a model's layers, NHWC/KYXC: issue (the seven layers of docs/conv-benchmark.md), "
+         + ", ".join(models.NETWORKS) + " (models.py), or selector: the selector's training "
+         "set (every network, batches 1 to 256; --batch and --types do not apply)", ""),
         ("batch", "batch", _list(_size), "batch sizes of --layers", "256"),
         ("types", "types", _list(_dtype), "types of --layers", "f16,bf16"),
         ("directions", "directions", _list(_choice(_DIRECTION_OPERATION)),
@@ -826,6 +840,34 @@ TUNE_FLAGS = _table(
         ("allow_cpu", "allow_cpu", _switch(),
          "in Triton's interpreter, still choose a best (its times mean nothing)", "off"),
     ]))
+
+
+SELECTOR_FLAGS = _table(
+    ("convgen train-selector / eval-selector", [
+        ("db", "db", _str, "the tuning database to learn from",
+         "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
+        ("arch", "arch", _str, "the device arch whose measurements to use (sm90, gfx942, ...)",
+         "sm90"),
+        ("out", "out", _str, "train-selector: the model file to write",
+         "tuning/models/ARCH.json"),
+        ("warm_start", "warm_start", _str,
+         "train-selector: a model to continue from (its trees kept, more added)", "none"),
+        ("trees", "trees", _size, "boosting rounds (a warm start adds fewer)", "300"),
+        ("folds", "folds", _size, "eval-selector: cross-validation folds, grouped by shape", "5"),
+        ("json", "json", _str, "eval-selector: write the evaluation here as JSON", "none"),
+    ]))
+
+
+def parse_selector(argv: list[str]) -> dict:
+    from convgen import tuning_db
+    v = _scan([str(a) for a in argv], SELECTOR_FLAGS)
+    db = tuning_db.resolve(v.get("db", ""))
+    if db is None:
+        raise ConvgenError("no tuning database to learn from (tuning/tuning.sqlite is missing; "
+                           "give --db)")
+    return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
+            "warm_start": v.get("warm_start"), "trees": v.get("trees"),
+            "folds": v.get("folds", 5), "json": v.get("json")}
 
 
 def _split_flags(tokens: list[str], table: Table) -> tuple[list[str], list[str]]:
@@ -850,7 +892,7 @@ def _split_flags(tokens: list[str], table: Table) -> tuple[list[str], list[str]]
 
 def parse_tune(argv: list[str]) -> dict:
     """{"configs": [RunConfig, ...], "db": path, "max_configs", "jobs", "allow_cpu"}."""
-    from convgen import models, tuning_db
+    from convgen import tuning_db
     mine, rest = _split_flags([str(a) for a in argv], TUNE_FLAGS)
     v = _scan(mine, TUNE_FLAGS)
     flag_sets = []
@@ -862,13 +904,21 @@ def parse_tune(argv: list[str]) -> dict:
         except OSError as e:
             raise ConvgenError(f"--lines: cannot read '{v['lines']}': {e.strerror}") from None
     if "layers" in v:
-        layers = {"issue": models.CONV_BENCH_LAYERS, "resnet50": models.RESNET50}[v["layers"]]
-        for op in v.get("directions", tuple(_DIRECTION_OPERATION.values())):
-            for t in v.get("types", ("f16", "bf16")):
-                for batch in v.get("batch", (256,)):
-                    flag_sets += [["--operation", op, "-t", t, *layer_args(layer, batch),
-                                   "-in_layout=nhwc", "-fil_layout=kyxc", "-out_layout=nhwk"]
-                                  for layer in layers]
+        directions = v.get("directions", tuple(_DIRECTION_OPERATION.values()))
+        if v["layers"] == "selector":
+            # each shape's directions together, in the set's order (a stopped run has some
+            # of every network)
+            flag_sets += [["--operation", op, "-t", t, *layer_args(layer, batch),
+                           "-in_layout=nhwc", "-fil_layout=kyxc", "-out_layout=nhwk"]
+                          for _, layer, batch, t in models.selector_set() for op in directions]
+        else:
+            layers = {"issue": models.CONV_BENCH_LAYERS, **models.NETWORKS}[v["layers"]]
+            for op in directions:
+                for t in v.get("types", ("f16", "bf16")):
+                    for batch in v.get("batch", (256,)):
+                        flag_sets += [["--operation", op, "-t", t, *layer_args(layer, batch),
+                                       "-in_layout=nhwc", "-fil_layout=kyxc", "-out_layout=nhwk"]
+                                      for layer in layers]
     if rest:
         flag_sets.append(rest)
     if not flag_sets:
@@ -889,10 +939,14 @@ def parse_tune(argv: list[str]) -> dict:
 
 def layer_args(layer, batch: int) -> list[str]:
     """convgen size flags (rocmlir-gen spellings) for a layer of models.py."""
-    c, k, hw, f, s, pad, g = layer
-    return [f"-batchsize={batch}", f"-groupsize={g}", f"-in_channels={c}", f"-out_channels={k}",
-            f"-in_h={hw}", f"-in_w={hw}", f"-fil_h={f}", f"-fil_w={f}",
-            f"-conv_stride_h={s}", f"-conv_stride_w={s}", f"-padding_h={pad}", f"-padding_w={pad}"]
+    from convgen.models import dilation
+    c, k, hw, f, s, pad, g = layer[:7]
+    out = [f"-batchsize={batch}", f"-groupsize={g}", f"-in_channels={c}", f"-out_channels={k}",
+           f"-in_h={hw}", f"-in_w={hw}", f"-fil_h={f}", f"-fil_w={f}",
+           f"-conv_stride_h={s}", f"-conv_stride_w={s}", f"-padding_h={pad}", f"-padding_w={pad}"]
+    if dilation(layer) > 1:
+        out += [f"-dilation_h={dilation(layer)}", f"-dilation_w={dilation(layer)}"]
+    return out
 
 
 def command_type(words: list[str]) -> str | None:
@@ -990,6 +1044,15 @@ def main(argv: list[str] | None = None) -> int:
             args = parse_tune(argv[1:])
             return report_tuning(tune(args["configs"], args["db"], args["jobs"],
                                       args["max_configs"], args["allow_cpu"]), args["db"])
+        if argv and argv[0] in ("train-selector", "eval-selector"):
+            if wants_help:
+                print(usage(SELECTOR_FLAGS), end="")
+                return 0
+            from convgen.selector import main as selector_main
+            try:
+                return selector_main(argv[0], parse_selector(argv[1:]))
+            except ConvgenError as e:
+                raise _named(e, argv[1:], SELECTOR_FLAGS) from None
         if argv and argv[0] == "compare":
             if wants_help:
                 print(usage(COMPARE_FLAGS), end="")

@@ -148,7 +148,7 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
     cfg, source = kconfig.select(p, be, use_dot, config.kernel.config_overrides,
-                                 config.kernel.tuning_db)
+                                 config.kernel.tuning_db, config.kernel.selector)
     _check_memory(config, cfg, be)
     say(f"convgen: {p.describe()}")
     say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "

@@ -1,7 +1,9 @@
-"""Convolution layers of public networks, for the suite's model tests and the benchmarks.
+"""Convolution layers of public networks, for the suite's model tests, the benchmarks and
+the selector's training set.
 
-Each layer: (in_channels, out_channels, input H=W, filter H=W, stride, padding, groups);
-cli.layer_args spells one as convgen flags.
+Each layer: (in_channels, out_channels, input H=W, filter H=W, stride, padding, groups),
+and an eighth entry, the dilation, where it is not 1; cli.layer_args spells one as
+convgen flags.
 """
 
 # ResNet-50 v1.5 (torchvision): every distinct conv layer shape.
@@ -27,13 +29,70 @@ MOBILENET_V2 = [
 ]
 
 
+# VGG-16 (torchvision vgg16): every distinct 3x3 layer.
+VGG16 = [
+    (3, 64, 224, 3, 1, 1, 1), (64, 64, 224, 3, 1, 1, 1), (64, 128, 112, 3, 1, 1, 1),
+    (128, 128, 112, 3, 1, 1, 1), (128, 256, 56, 3, 1, 1, 1), (256, 256, 56, 3, 1, 1, 1),
+    (256, 512, 28, 3, 1, 1, 1), (512, 512, 28, 3, 1, 1, 1), (512, 512, 14, 3, 1, 1, 1),
+]
+
+# U-Net (Ronneberger et al. 2015, as most reimplementations build it: padded 3x3 so sizes
+# halve cleanly) on a 256x256 RGB image: the encoder, the decoder's 3x3 layers after each
+# concatenation, and the 1x1 classifier of 2 classes.
+UNET = [
+    (3, 64, 256, 3, 1, 1, 1), (64, 64, 256, 3, 1, 1, 1), (64, 128, 128, 3, 1, 1, 1),
+    (128, 128, 128, 3, 1, 1, 1), (128, 256, 64, 3, 1, 1, 1), (256, 256, 64, 3, 1, 1, 1),
+    (256, 512, 32, 3, 1, 1, 1), (512, 512, 32, 3, 1, 1, 1), (512, 1024, 16, 3, 1, 1, 1),
+    (1024, 1024, 16, 3, 1, 1, 1), (1024, 512, 32, 3, 1, 1, 1), (512, 256, 64, 3, 1, 1, 1),
+    (256, 128, 128, 3, 1, 1, 1), (128, 64, 256, 3, 1, 1, 1), (64, 2, 256, 1, 1, 0, 1),
+]
+
+# EfficientNet-B0 (torchvision efficientnet_b0): the stem, every MBConv's expansion,
+# depthwise 3x3/5x5 (stride 1 and 2) and projection, two squeeze-excitation 1x1s on a
+# 1x1 image, and the head.
+EFFICIENTNET_B0 = [
+    (3, 32, 224, 3, 2, 1, 1), (32, 32, 112, 3, 1, 1, 32), (32, 8, 1, 1, 1, 0, 1),
+    (8, 32, 1, 1, 1, 0, 1), (32, 16, 112, 1, 1, 0, 1), (16, 96, 112, 1, 1, 0, 1),
+    (96, 96, 112, 3, 2, 1, 96), (96, 24, 56, 1, 1, 0, 1), (24, 144, 56, 1, 1, 0, 1),
+    (144, 144, 56, 3, 1, 1, 144), (144, 24, 56, 1, 1, 0, 1), (144, 144, 56, 5, 2, 2, 144),
+    (144, 40, 28, 1, 1, 0, 1), (40, 240, 28, 1, 1, 0, 1), (240, 240, 28, 5, 1, 2, 240),
+    (240, 40, 28, 1, 1, 0, 1), (240, 240, 28, 3, 2, 1, 240), (240, 80, 14, 1, 1, 0, 1),
+    (80, 480, 14, 1, 1, 0, 1), (480, 480, 14, 3, 1, 1, 480), (480, 80, 14, 1, 1, 0, 1),
+    (480, 480, 14, 5, 1, 2, 480), (480, 112, 14, 1, 1, 0, 1), (112, 672, 14, 1, 1, 0, 1),
+    (672, 672, 14, 5, 1, 2, 672), (672, 112, 14, 1, 1, 0, 1), (672, 672, 14, 5, 2, 2, 672),
+    (672, 192, 7, 1, 1, 0, 1), (192, 1152, 7, 1, 1, 0, 1), (1152, 1152, 7, 5, 1, 2, 1152),
+    (1152, 192, 7, 1, 1, 0, 1), (1152, 1152, 7, 3, 1, 1, 1152), (1152, 320, 7, 1, 1, 0, 1),
+    (320, 1280, 7, 1, 1, 0, 1),
+]
+
+# ViT-B/16 (torchvision vit_b_16): the patch embedding, a 16x16 stride-16 filter.
+VIT_B16 = [(3, 768, 224, 16, 16, 0, 1)]
+
+# DeepLabV3 (torchvision deeplabv3_resnet50, output stride 8, a 512x512 image): the
+# dilated 3x3 layers of ResNet-50's last two stages and the ASPP's three rates.
+DEEPLABV3 = [
+    (256, 256, 64, 3, 1, 2, 1, 2), (512, 512, 64, 3, 1, 4, 1, 4),
+    (2048, 256, 64, 3, 1, 12, 1, 12), (2048, 256, 64, 3, 1, 24, 1, 24),
+    (2048, 256, 64, 3, 1, 36, 1, 36),
+]
+
+NETWORKS = {"resnet50": RESNET50, "mobilenet_v2": MOBILENET_V2, "vgg16": VGG16, "unet": UNET,
+            "efficientnet_b0": EFFICIENTNET_B0, "vit_b16": VIT_B16, "deeplabv3": DEEPLABV3}
+
+
+def dilation(layer) -> int:
+    return layer[7] if len(layer) > 7 else 1
+
+
 def layer_name(layer) -> str:
-    c, k, hw, f, s, pad, g = layer
+    c, k, hw, f, s, pad, g = layer[:7]
     name = f"c{c}_k{k}_{hw}x{hw}_{f}x{f}"
     if s > 1:
         name += f"_stride{s}"
     if g > 1:
         name += f"_g{g}"
+    if dilation(layer) > 1:
+        name += f"_dil{dilation(layer)}"
     return name
 
 # The conv benchmark's default set (benchmarks/bench_conv.py --layers issue): the seven
@@ -43,3 +102,44 @@ CONV_BENCH_LAYERS = [
     (128, 128, 28, 3, 1, 1, 1), (256, 256, 14, 3, 1, 1, 1), (3, 64, 224, 7, 2, 3, 1),
     (1024, 2048, 14, 1, 2, 0, 1),
 ]
+
+
+# The selector's training set (convgen tune --layers selector; docs/config-selection.md):
+# every layer of the networks above, ResNet-50's at batch 1, 32 and 256 in both 16-bit
+# types, the others' in f16 at one batch each, taken in turn from SELECTOR_BATCHES so the
+# set spans 1 to 256. (ResNet-101's layers are ResNet-50's shapes.)
+RESNET50_BATCHES = (1, 32, 256)
+SELECTOR_BATCHES = (1, 8, 32, 128, 256)
+# A layer's batch is halved until its largest tensor has at most this many elements: the
+# time of a tuning run goes to problems that differ, not to a few huge ones.
+SELECTOR_MAX_ELEMENTS = 2**28
+
+
+def _fit_batch(layer, batch: int) -> int:
+    c, k, hw, f, s, pad = layer[:6]
+    out = (hw + 2 * pad - dilation(layer) * (f - 1) - 1) // s + 1
+    while batch > 1 and batch * max(c * hw * hw, k * out * out) > SELECTOR_MAX_ELEMENTS:
+        batch //= 2
+    return batch
+
+
+def selector_set() -> list[tuple]:
+    """(network, layer, batch, type) of every problem shape, in the order a tuning run
+    should take them: round-robin over the networks, so a run stopped early has some of
+    each."""
+    queues = []
+    for net, layers in NETWORKS.items():
+        q = []
+        for i, layer in enumerate(layers):
+            if net == "resnet50":
+                q += [(net, layer, b, t) for b in RESNET50_BATCHES for t in ("f16", "bf16")]
+            else:
+                q.append((net, layer, _fit_batch(layer, SELECTOR_BATCHES[i % len(SELECTOR_BATCHES)]),
+                          "f16"))
+        queues.append(q)
+    out = []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out

@@ -42,6 +42,7 @@ class KernelOptions:
     input_precision: str = "ieee"           # fp32 tl.dot precision: ieee | tf32 | tf32x3
     flush_subnormals: bool = False          # zero subnormal inputs first (MI200 behaviour)
     tuning_db: str | None = ""              # "": the default database; None: none
+    selector: str | None = ""               # "": the default model for the arch; None: none
 
     @property
     def config_overrides(self) -> dict:

@@ -432,24 +432,31 @@ def from_text(text: str) -> dict:
 
 
 def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dict | None,
-           db_path: str | None) -> tuple[KernelConfig, str]:
+           db_path: str | None, selector_path: str | None = None) -> tuple[KernelConfig, str]:
     """(the config to run, where it came from). Fields given on the command line force a
-    config over today's rule; without them the tuning database's best for exactly this
-    problem on this device (arch, name, Triton version, kernel source; matrix-core path only) wins, else
-    today's rule."""
+    config; without them the tuning database's best for exactly this problem on this
+    device (arch, name, Triton version, kernel source) wins, else the config the
+    selector model (selector.py) predicts fastest, else today's rule. The last two are
+    matrix-core path only."""
     if overrides:
         return choose(problem, backend, use_dot, overrides), "set on the command line"
-    from convgen import tuning_db
+    if not use_dot:
+        return choose(problem, backend, use_dot), "default rule"
+    from convgen import selector, tuning_db
     path = tuning_db.resolve(db_path)
-    if use_dot and path:
+    if path:
         with tuning_db.TuningDB(path, readonly=True) as db:
             best = db.best(tuning_db.key_for(problem, backend))
         if best is not None:
             return (choose(problem, backend, use_dot, from_text(best.config)),
                     f"tuned: the fastest measured here ({best.ms:.3f} ms, {best.measured_at}, "
                     f"{os.path.basename(path)})")
-        return choose(problem, backend, use_dot), f"default rule (no tuned entry in {os.path.basename(path)})"
-    return choose(problem, backend, use_dot), "default rule"
+    untuned = f"no tuned entry in {os.path.basename(path)}" if path else "no tuning database"
+    cfg, predicted, model = selector.choose(problem, backend, selector_path)
+    if cfg is not None:
+        return cfg, (f"selected by model {os.path.basename(model)}: predicted {predicted:.1f} "
+                     f"TFLOPS; {untuned}")
+    return choose(problem, backend, use_dot), f"default rule ({untuned}; {predicted})"
 
 
 def choose(problem: ConvProblem, backend: Backend, use_dot: bool,

@@ -1,0 +1,245 @@
+"""The learned config selector (selector.py): training and evaluation on recorded H100
+measurements (tests/data/selector-measurements.jsonl, no GPU needed), the grouping of
+the cross-validation, the model file, and run-time selection with and without lightgbm."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from convgen import selector
+from convgen.backend import Backend
+from convgen.errors import ConvgenError
+from convgen.kernels import config as kconfig
+from convgen.tuning_db import KEY_COLUMNS, TuningDB
+
+pytest.importorskip("lightgbm")
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "data", "selector-measurements.jsonl")
+H100 = {"arch": "sm90", "device": "NVIDIA H100 80GB HBM3", "triton": "3.6.0", "kernel": "fixture"}
+SM90 = Backend("cuda", "sm90", 32)
+TREES = 60
+
+
+def _build_db(path, rows):
+    with TuningDB(str(path)) as db:
+        for r in rows:
+            key = {c: r[c] if c in r else H100[c] for c in KEY_COLUMNS}
+            db.record(key, r["config"], r["status"], ms=r["ms"], tflops=r["tflops"])
+    return str(path)
+
+
+def _rows():
+    with open(FIXTURE) as f:
+        return [json.loads(line) for line in f if not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return _build_db(tmp_path_factory.mktemp("sel") / "t.sqlite", _rows())
+
+
+@pytest.fixture(scope="module")
+def problems(db):
+    return selector.load_dataset(db, "sm90")
+
+
+@pytest.fixture(scope="module")
+def model(problems):
+    return selector.Model(selector.train(problems, TREES), {"arch": "sm90"})
+
+
+@pytest.fixture
+def on_h100(monkeypatch):
+    """Backend questions a CPU machine cannot answer as an H100 would."""
+    monkeypatch.setattr(Backend, "device_name", lambda self: H100["device"])
+
+
+def test_dataset_holds_every_recorded_problem_with_its_measurements(problems):
+    rows = _rows()
+    keys = {(r["direction"], r["dtype"], r["n"], r["c"], r["k"], r["h"], r["y"], r["stride_h"]) for r in rows}
+    assert len(problems) == len(keys) >= 40
+    for prob in problems:
+        assert len(prob.configs) == len(prob.tflops) and prob.best > 0
+        assert all(t >= 0 for t in prob.tflops)
+    # a config that failed to compile counts as 0 TFLOPS (learnt as slow), not dropped
+    failed = sum(r["status"] != "ok" for r in rows)
+    assert sum(t == 0 for p in problems for t in p.tflops) == failed
+
+
+def test_features_are_one_row_per_config_in_the_documented_order(problems):
+    names = [n for n, _ in selector.FEATURES]
+    assert len(names) == len(set(names))
+    prob = problems[0]
+    row = selector.features(prob.problem, prob.configs[0], prob.device)
+    assert len(row) == len(names)
+    assert all(isinstance(v, (int, float)) for v in row)
+    by_name = dict(zip(names, row))
+    p, cfg = prob.problem, prob.configs[0]
+    assert by_name["block_m"] == cfg.block_m and by_name["n"] == p.n
+    assert by_name["units"] == 132 and by_name["arch_number"] == 90
+    assert 0 < by_name["fill_m"] <= 1 and 0 < by_name["wave_fill"] <= 1
+
+
+def test_fill_features_measure_the_partial_tiles():
+    from convgen import dtypes
+    from convgen.problem import make_problem
+    # M = 1 * 7 * 7 = 49 rows in 64-row tiles: 49/64 of the rows hold work
+    p = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=1, g=1, c_total=64,
+                     k_total=96, hi=7, wi=7, y=1, x=1,
+                     layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
+    cfg = kconfig.KernelConfig(block_m=64, block_n=64, block_k=32)
+    f = dict(zip(selector.FEATURE_NAMES, selector.features(p, cfg, selector.Device("sm90", H100["device"]))))
+    assert f["fill_m"] == pytest.approx(49 / 64) and f["tiles_m"] == 1
+    assert f["fill_n"] == pytest.approx(96 / 128) and f["tiles_n"] == 2
+    assert f["programs"] == 2 and f["wave_fill"] == pytest.approx(2 / 132)
+
+
+def test_folds_never_split_a_shape(problems):
+    folds = selector.group_folds(problems, 5)
+    fold_of_shape = {}
+    for prob, f in zip(problems, folds):
+        assert fold_of_shape.setdefault(prob.shape, f) == f, prob.shape
+    assert set(folds) == set(range(5))
+    # each direction and type of a shape is the same shape
+    assert len(fold_of_shape) < len(problems)
+    with pytest.raises(ConvgenError, match="cannot fill"):
+        selector.group_folds(problems, len(fold_of_shape) + 1)
+
+
+def test_evaluation_reports_efficiency_against_the_oracle(problems):
+    result = selector.evaluate(problems, folds=5, trees=TREES)
+    assert result["problems"] == len(problems) and result["rows"] == sum(len(p.configs) for p in problems)
+    for who in ("model", "rule", "single"):
+        s = result["families"]["overall"][who]
+        assert 0 <= s["min"] <= s["p10"] <= s["mean"] <= 1
+    assert result["overall"] == {k: result["families"]["overall"]["model"][k] for k in ("mean", "p10", "min")}
+    assert {"fwd", "bwd_data", "bwd_weight", "batch<=8", "1x1", "3x3", "stem"} <= set(result["families"])
+    # each efficiency is the chosen config's measured TFLOPS over the best measured
+    by_text = {p.problem.describe(): p for p in problems}
+    for row in result["per_problem"]:
+        prob = by_text[row["problem"]]
+        texts = [c.describe() for c in prob.configs]
+        assert row["model"] == pytest.approx(prob.tflops[texts.index(row["chosen"])] / prob.best)
+    # a useful model: far better than the single config best on the training folds
+    assert result["overall"]["mean"] > result["families"]["overall"]["single"]["mean"]
+    assert result["selection_ms"] < 50
+
+
+def test_a_model_ranks_the_problems_it_learnt_near_their_best(problems, model):
+    effs = []
+    for prob in problems:
+        pred = model.predict(prob.problem, prob.configs, prob.device)
+        effs.append(prob.tflops[int(pred.argmax())] / prob.best)
+    # in-sample: a broken feature or target (argmin for argmax, TFLOPS for ms) fails this
+    assert sum(effs) / len(effs) > 0.9
+
+
+def test_model_file_round_trips(tmp_path, problems, model):
+    path = str(tmp_path / "sm90.json")
+    model.save(path)
+    again = selector.Model.load(path)
+    prob = problems[3]
+    assert list(again.predict(prob.problem, prob.configs, prob.device)) == pytest.approx(
+        list(model.predict(prob.problem, prob.configs, prob.device)))
+    assert again.arch == "sm90"
+    assert not [f for f in os.listdir(tmp_path) if f != "sm90.json"]   # no temp file left
+
+
+@pytest.mark.parametrize("damage,why", [
+    (lambda text: text[: len(text) // 2], "not a model file"),
+    (lambda text: json.dumps({"schema": "other"}), "not a convgen selector model"),
+    (lambda text: text.replace('"block_m"', '"block_m_renamed"', 1), "other features"),
+    (lambda text: json.dumps({**json.loads(text), "model": "tree\ngarbage"}), "does not parse"),
+])
+def test_a_damaged_model_is_one_clear_error_naming_the_file(tmp_path, model, damage, why):
+    good = str(tmp_path / "good.json")
+    model.save(good)
+    bad = tmp_path / "bad.json"
+    bad.write_text(damage(open(good).read()))
+    with pytest.raises(ConvgenError, match=why) as e:
+        selector.Model.load(str(bad))
+    assert str(bad) in str(e.value)
+
+
+def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, model, on_h100):
+    path = str(tmp_path / "sm90.json")
+    model.save(path)
+    prob = next(p for p in problems if p.problem.direction.name == "bwd_weight")
+    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    assert source.startswith("selected by model sm90.json: predicted ") and "TFLOPS" in source
+    candidates = kconfig.space(prob.problem, SM90)
+    assert cfg in candidates
+    pred = model.predict(prob.problem, candidates, selector.Device("sm90", H100["device"]))
+    assert cfg == candidates[int(pred.argmax())]
+    # -perf_config still forces; -selector none is today's rule
+    assert kconfig.select(prob.problem, SM90, True, {"block_m": 64}, None, path)[1] == "set on the command line"
+    rule, source = kconfig.select(prob.problem, SM90, True, None, None, None)
+    assert rule == kconfig.choose(prob.problem, SM90, True) and source.endswith("selector off)")
+    # a model for another arch is refused
+    with pytest.raises(ConvgenError, match="is for sm90, not sm100"):
+        selector.choose(prob.problem, Backend("cuda", "sm100", 32), path)
+
+
+def test_without_lightgbm_the_rule_is_taken_and_says_why(tmp_path, problems, model, on_h100, monkeypatch):
+    path = str(tmp_path / "sm90.json")
+    model.save(path)
+    monkeypatch.setitem(sys.modules, "lightgbm", None)   # import lightgbm raises ImportError
+    monkeypatch.setattr(selector, "_LOADED", {})
+    prob = problems[0]
+    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    assert cfg == kconfig.choose(prob.problem, SM90, True)
+    assert source == ("default rule (no tuning database; the selector needs lightgbm, which is "
+                      "not installed)")
+
+
+def test_no_model_for_the_arch_falls_back_to_the_rule(problems, monkeypatch, tmp_path):
+    monkeypatch.setattr(selector, "MODELS_DIR", str(tmp_path))
+    monkeypatch.delenv("CONVGEN_SELECTOR", raising=False)
+    cfg, why, path = selector.choose(problems[0].problem, Backend("cuda", "sm89", 32), "")
+    assert cfg is None and path is None and why == "no selector model for sm89"
+
+
+def _convgen(*args):
+    return subprocess.run([sys.executable, "-m", "convgen", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_train_and_eval_commands(tmp_path, db):
+    out = tmp_path / "m.json"
+    p = _convgen("train-selector", "--db", db, "--trees", "40", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "40 trees" in p.stdout and json.loads(out.read_text())["trees"] == 40
+    warm = tmp_path / "w.json"
+    p = _convgen("train-selector", "--db", db, "--warm_start", str(out), "--out", str(warm))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(warm.read_text())["trees"] == 40 + selector.WARM_TREES
+    report = tmp_path / "eval.json"
+    p = _convgen("eval-selector", "--db", db, "--trees", "40", "--json", str(report))
+    assert p.returncode == 0, p.stderr
+    assert "| overall |" in p.stdout
+    doc = json.loads(report.read_text())
+    assert set(doc["overall"]) == {"mean", "p10", "min"} and doc["problems"] >= 40
+    assert doc["selection_ms"] > 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train-selector", "--db", "/nonexistent/t.sqlite"], "does not exist"),
+    (["eval-selector", "--arch", "gfx942", "--db", "{db}"], "has no measurements on gfx942"),
+    (["train-selector", "--db", "{db}", "--out", "/nonexistent/m.json"], "does not exist"),
+    (["train-selector", "--db", "{db}", "--warm_start", "/nonexistent/m.json"],
+     "selector model '/nonexistent/m.json' cannot be used"),
+])
+def test_bad_selector_commands_are_one_error_line(db, args, message):
+    p = _convgen(*[a.replace("{db}", db) for a in args])
+    assert p.returncode == 2 and message in p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("convgen: error:"), p.stderr
+
+
+def test_a_damaged_model_named_on_the_command_line_stops_the_run(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = _convgen("-p", "-x2", "-selector", str(bad), "-tuning_db", "none")
+    assert p.returncode == 2 and f"selector model '{bad}' cannot be used" in p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("convgen: error: -selector")

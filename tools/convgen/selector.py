@@ -1,0 +1,592 @@
+"""The learned config selector: a LightGBM model that predicts each candidate config's
+speed for a problem, so a run without -perf_config and without a tuned entry takes the
+config predicted fastest instead of the fixed rule's.
+
+The idea is CK's dispatcher heuristics (docs/config-selection.md): one regression on
+log1p(TFLOPS) over features of the problem, the config and how the two fit, trained on
+every measurement of the tuning database; evaluated with folds grouped by problem shape,
+so no shape is ever both learnt and judged.
+
+    FEATURES              the feature table: name and meaning, in the model's column order
+    features(p, cfg, dev) one row of it
+    load_dataset(db)      the database's measurements as (problem, config, TFLOPS) rows
+    train(dataset)        a fitted model (lightgbm.Booster)
+    Model                 a model file: save, load, rank a problem's candidates
+    choose(p, backend)    the run-time question: (config, predicted TFLOPS) or why not
+    evaluate(dataset)     grouped cross-validation: efficiency against the oracle, the
+                          fixed rule and the single best config
+
+A model file is JSON: the schema name and version, the arch it is for, the feature names
+it was trained on (a model whose features differ from this module's is refused), what it
+was trained on, and LightGBM's own text model. `tuning/models/<arch>.json` is the default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections import defaultdict
+
+from convgen.directions import blocks_span_taps, column_tiles
+from convgen.errors import ConvgenError
+
+SCHEMA_NAME = "convgen-selector"
+SCHEMA_VERSION = 1
+MODELS_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                           "tuning", "models"))
+
+# LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our data 31
+# leaves and 300 trees did as well as 63 and 400 (docs/config-selection.md) in a third of the file.
+# Deterministic so that a retrain on the same data writes the same file.
+TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 31,
+                "min_data_in_leaf": 5, "feature_fraction": 0.9, "lambda_l2": 1.0,
+                "verbosity": -1, "seed": 1, "deterministic": True, "force_row_wise": True,
+                "num_threads": 1}
+TREES = 300
+WARM_TREES = 150   # added on top of a warm start's trees
+
+# The device facts a feature uses, by the name the tuning database keys on: the units
+# that run programs (SMs, CUs) and the shared memory one program may use.
+DEVICE_UNITS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H100 PCIe": 114, "NVIDIA H100 NVL": 132,
+                "NVIDIA H200": 132, "NVIDIA A100-SXM4-80GB": 108, "NVIDIA A100-SXM4-40GB": 108,
+                "AMD Instinct MI250X": 110, "AMD Instinct MI210": 104, "AMD Instinct MI300X": 304,
+                "interpreter": 1}
+
+
+# ---- features -------------------------------------------------------------------------------
+
+FEATURES = (
+    # the problem
+    ("direction", "0 fwd, 1 bwd_data, 2 bwd_weight"),
+    ("dtype_bits", "bits of the element type"),
+    ("is_bf16", "1 for bf16 (its own matrix instructions), else 0"),
+    ("n", "batch"),
+    ("c", "input channels per group"),
+    ("k", "output channels per group"),
+    ("g", "groups"),
+    ("depthwise", "1 when every group has one input channel"),
+    ("hi", "input height"), ("wi", "input width"),
+    ("ho", "output height"), ("wo", "output width"),
+    ("y", "filter height"), ("x", "filter width"),
+    ("stride", "stride_h * stride_w"),
+    ("dilation", "dil_h * dil_w"),
+    ("padded", "1 when the problem has padding"),
+    ("channels_last", "1 when all three tensors keep channels innermost"),
+    ("gemm_m", "GEMM rows per group (directions.py)"),
+    ("gemm_n", "GEMM columns per group"),
+    ("gemm_k", "GEMM reduction per group"),
+    ("log_flops", "log2 of the useful flops (Problem.flops)"),
+    ("intensity", "flops per byte of the three tensors, each read or written once"),
+    # the config
+    ("block_m", "tile rows"), ("block_n", "tile columns"),
+    ("block_k", "reduction step (bwd_weight's box of pixels with tma=1)"),
+    ("num_warps", "warps per program"), ("num_stages", "pipeline depth"),
+    ("split", "bwd_weight: reduction parts"),
+    ("tma", "1: tensor-descriptor kernels"),
+    ("s2d", "0, 1 or 2: how the stride is folded into channels (kernels/s2d.py)"),
+    # how they fit (of the folded problem where s2d is set: the kernel's own problem)
+    ("tiles_m", "tiles along the kernel's M"),
+    ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
+    ("steps_k", "reduction steps per tile per part"),
+    ("fill_m", "fraction of the M tiles' rows that hold work"),
+    ("fill_n", "the same along N"),
+    ("fill_k", "the same along the reduction walk (a tap's channels, or bwd_weight's pixels)"),
+    ("fill_mn", "fill_m * fill_n"),
+    ("programs", "programs launched (tiles x parts x groups)"),
+    ("waves", "programs per unit (SM or CU)"),
+    ("wave_fill", "fraction of the last wave's units that have work"),
+    ("part_length", "reduction length of one split part"),
+    ("tile_intensity", "flops per byte loaded by one reduction step of one tile"),
+    ("smem_kb", "shared memory the pipeline's stages take, KiB"),
+    # the device
+    ("units", "SMs or CUs (DEVICE_UNITS; 0 when unknown)"),
+    ("arch_number", "the arch's digits (sm90 -> 90; gfx942 -> 942)"),
+)
+FEATURE_NAMES = tuple(name for name, _ in FEATURES)
+_DIRECTION_CODE = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2}
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _fill(extent: int, block: int) -> float:
+    return extent / (_cdiv(extent, block) * block)
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    arch: str
+    name: str
+
+    @property
+    def units(self) -> int:
+        return DEVICE_UNITS.get(self.name, 0)
+
+    @property
+    def arch_number(self) -> int:
+        return int("".join(ch for ch in self.arch if ch.isdigit()) or 0)
+
+
+def problem_features(p) -> list[float]:
+    m, n, r = p.gemm
+    lay = p.layouts
+    channels_last = int(lay["input"][-1] == "c" and lay["filter"][-1] == "c"
+                        and lay["output"][-1] == "k")
+    nbytes = p.dtype.bits / 8 * sum(p.elements(t) for t in ("input", "filter", "output"))
+    return [_DIRECTION_CODE[p.direction.name], p.dtype.bits, int(p.dtype.name == "bf16"),
+            p.n, p.c, p.k, p.g, int(p.c == 1 and p.g > 1), p.hi, p.wi, p.ho, p.wo, p.y, p.x,
+            p.stride_h * p.stride_w, p.dil_h * p.dil_w,
+            int(any((p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r))), channels_last,
+            m, n, r, math.log2(p.flops), p.flops / nbytes]
+
+
+def _kernel_problem(p, cfg):
+    if not cfg.s2d:
+        return p
+    from convgen.kernels import s2d
+    return s2d.inner_problem(p, cfg.s2d)
+
+
+def config_features(p, cfg, dev: Device) -> list[float]:
+    """The config's fields and how its tiles fit the problem the kernel runs (the folded
+    one for s2d)."""
+    q = _kernel_problem(p, cfg)
+    bm, bn, bk, split = cfg.block_m, cfg.block_n, cfg.block_k, cfg.split
+    m, _, r = q.gemm
+    walk = q.direction.tile_k(q)        # what BLOCK_K steps over: a tap's channels, or pixels
+    if q.direction.splits_reduction:
+        tiles_n = column_tiles(q, bn)
+        n_extent = q.direction.tile_n(q)
+        steps = _cdiv(_cdiv(walk, split), bk)
+        part = r / split
+    else:
+        n_extent = q.direction.tile_n(q)
+        tiles_n = _cdiv(n_extent, bn)
+        taps = 1 if blocks_span_taps(q) and q.direction.name == "fwd" else q.y * q.x
+        steps = taps * _cdiv(walk, bk)
+        part = r
+    tiles_m = _cdiv(m, bm)
+    programs = tiles_m * tiles_n * split * q.g
+    units = dev.units or 1
+    waves = programs / units
+    wave_fill = programs / (math.ceil(waves) * units)
+    fill_m, fill_n, fill_k = _fill(m, bm), _fill(n_extent, bn), _fill(walk, bk)
+    elem = p.dtype.bits / 8
+    tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
+    smem_kb = cfg.num_stages * (bm + bn) * bk * elem / 1024
+    return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
+            tiles_m, tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves,
+            wave_fill, part, tile_intensity, smem_kb, dev.units, dev.arch_number]
+
+
+def features(p, cfg, dev: Device) -> list[float]:
+    return problem_features(p) + config_features(p, cfg, dev)
+
+
+# ---- the data -------------------------------------------------------------------------------
+
+SHAPE_COLUMNS = ("n", "c", "k", "g", "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
+
+
+@dataclasses.dataclass
+class Problem:
+    """One problem of the database on one device, with every config measured for it."""
+    key: tuple                 # direction, dtype, layouts and the shape columns
+    shape: tuple               # the shape alone: the cross-validation group
+    problem: object            # ConvProblem
+    device: Device
+    configs: list              # KernelConfig, candidates the rule would also accept
+    tflops: list               # measured TFLOPS, 0 for a config that failed to compile or check
+
+    @property
+    def best(self) -> float:
+        return max(self.tflops)
+
+
+def _problem_of(row: dict):
+    from convgen import dtypes
+    from convgen.problem import make_problem
+    lay_in, lay_fil, lay_out = row["layouts"].split("/")
+    pad = tuple(int(v) for v in row["pad"].split(","))
+    return make_problem(direction=row["direction"], dtype=dtypes.elem_type(row["dtype"]),
+                        n=row["n"], g=row["g"], c_total=row["c"], k_total=row["k"],
+                        hi=row["h"], wi=row["w"], y=row["y"], x=row["x"],
+                        stride=(row["stride_h"], row["stride_w"]),
+                        dilation=(row["dil_h"], row["dil_w"]), pad=pad,
+                        layouts={"input": lay_in, "filter": lay_fil, "output": lay_out})
+
+
+def load_dataset(db_path: str, arch: str) -> list[Problem]:
+    """Every problem measured on `arch`, with the configs valid for it now. The measurements
+    of all kernel versions count (the latest of each config wins): a kernel edit that
+    changes speed shows up as new rows when its problems are tuned again. A config that
+    compiled but failed, or failed the reference check, counts as 0 TFLOPS: the model
+    must learn to avoid it."""
+    from convgen.backend import Backend
+    from convgen.kernels import config as kconfig
+    from convgen.tuning_db import TuningDB
+    backend = Backend("hip" if arch.startswith("gfx") else "cuda", arch,
+                      64 if arch.startswith("gfx") else 32)
+    with TuningDB(db_path, readonly=True) as db:
+        cur = db.con.execute("SELECT * FROM measurements WHERE arch = ? ORDER BY measured_at", (arch,))
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur]
+    grouped: dict[tuple, dict] = defaultdict(dict)
+    devices = {}
+    for row in rows:
+        key = (row["direction"], row["dtype"], row["layouts"]) + tuple(row[c] for c in SHAPE_COLUMNS)
+        grouped[(row["device"],) + key][row["config"]] = row   # the latest wins
+        devices[(row["device"],) + key] = row
+    out = []
+    for full_key, by_config in sorted(grouped.items()):
+        first = devices[full_key]
+        p = _problem_of(first)
+        configs, tflops = [], []
+        for text, row in sorted(by_config.items()):
+            try:
+                cfg = kconfig.choose(p, backend, True, kconfig.from_text(text))
+            except ConvgenError:
+                continue   # no longer a config of this problem (the rules changed)
+            configs.append(cfg)
+            tflops.append(row["tflops"] if row["status"] == "ok" and row["tflops"] else 0.0)
+        if configs and max(tflops) > 0:
+            out.append(Problem(full_key[1:], tuple(first[c] for c in SHAPE_COLUMNS), p,
+                               Device(arch, first["device"]), configs, tflops))
+    return out
+
+
+def _matrix(problems: list[Problem]):
+    import numpy as np
+    rows, target = [], []
+    for prob in problems:
+        base = problem_features(prob.problem)
+        for cfg, t in zip(prob.configs, prob.tflops):
+            rows.append(base + config_features(prob.problem, cfg, prob.device))
+            target.append(math.log1p(t))
+    return np.asarray(rows, dtype=np.float64), np.asarray(target, dtype=np.float64)
+
+
+# ---- training and the model file ------------------------------------------------------------
+
+def _lightgbm():
+    try:
+        import lightgbm
+    except ImportError:
+        return None
+    return lightgbm
+
+
+def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None" = None):
+    """A LightGBM booster fitted on log1p(TFLOPS) of every (problem, config) row."""
+    lgb = _lightgbm()
+    if lgb is None:
+        raise ConvgenError("training a selector needs the lightgbm package (pip install "
+                           "-c constraints.txt lightgbm)")
+    if not problems:
+        raise ConvgenError("no measurements to train on")
+    x, y = _matrix(problems)
+    data = lgb.Dataset(x, y, feature_name=list(FEATURE_NAMES), free_raw_data=True)
+    init = warm_start.booster if warm_start else None
+    return lgb.train(TRAIN_PARAMS, data, num_boost_round=WARM_TREES if init else trees,
+                     init_model=init, keep_training_booster=False)
+
+
+class Model:
+    """A trained selector for one arch."""
+
+    def __init__(self, booster, meta: dict, path: str | None = None):
+        self.booster = booster
+        self.meta = meta
+        self.path = path
+
+    @property
+    def arch(self) -> str:
+        return self.meta["arch"]
+
+    def save(self, path: str) -> None:
+        """Written whole or not at all (report.write_json)."""
+        from convgen import report
+        doc = {"schema": SCHEMA_NAME, "version": SCHEMA_VERSION, **self.meta,
+               "features": list(FEATURE_NAMES), "model": self.booster.model_to_string()}
+        try:
+            report.write_json(path, doc)
+        except OSError as e:
+            raise ConvgenError(f"cannot write the selector model '{path}': {e.strerror}",
+                               field="selector") from None
+        self.path = path
+
+    @classmethod
+    def load(cls, path: str) -> "Model":
+        def damaged(why: str) -> ConvgenError:
+            return ConvgenError(f"selector model '{path}' cannot be used: {why}", field="selector")
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except OSError as e:
+            raise damaged(e.strerror or str(e)) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise damaged(f"not a model file ({e})") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
+            raise damaged("not a convgen selector model")
+        if doc.get("version") != SCHEMA_VERSION:
+            raise damaged(f"schema version {doc.get('version')}; this convgen reads {SCHEMA_VERSION}")
+        if doc.get("features") != list(FEATURE_NAMES):
+            raise damaged("it was trained on other features than this convgen computes "
+                          "(convgen train-selector makes a new one)")
+        lgb = _lightgbm()
+        if lgb is None:
+            raise ImportError("lightgbm")
+        try:
+            booster = lgb.Booster(model_str=doc["model"])
+        except (KeyError, TypeError, lgb.basic.LightGBMError) as e:
+            raise damaged(f"its LightGBM model does not parse ({' '.join(str(e).split())[:200]})") from None
+        meta = {k: v for k, v in doc.items() if k not in ("schema", "version", "features", "model")}
+        return cls(booster, meta, path)
+
+    def predict(self, p, configs, dev: Device):
+        """Predicted TFLOPS of each config for problem p."""
+        import numpy as np
+        base = problem_features(p)
+        x = np.asarray([base + config_features(p, cfg, dev) for cfg in configs], dtype=np.float64)
+        return np.expm1(self.booster.predict(x, num_threads=1))
+
+
+# ---- run-time selection ---------------------------------------------------------------------
+
+def resolve(given: str | None, arch: str) -> str | None:
+    """The model file a run uses: `given` ("" for the default: $CONVGEN_SELECTOR, else
+    tuning/models/<arch>.json; None for none). A default that does not exist is none."""
+    if given is None:
+        return None
+    path = given or os.environ.get("CONVGEN_SELECTOR") or os.path.join(MODELS_DIR, f"{arch}.json")
+    if not given and not os.path.exists(path):
+        return None
+    return path
+
+
+_LOADED: dict[str, Model] = {}
+
+
+def load(path: str) -> Model:
+    """A model, loaded once per process."""
+    if path not in _LOADED:
+        _LOADED[path] = Model.load(path)
+    return _LOADED[path]
+
+
+def choose(problem, backend, given: str | None = ""):
+    """(config, predicted TFLOPS, model path), or (None, why not, None): the candidate of
+    the tuning space (kernels/config.space) the model predicts fastest."""
+    from convgen.kernels import config as kconfig
+    if given is None:
+        return None, "selector off", None
+    path = resolve(given, backend.arch)
+    if path is None:
+        return None, f"no selector model for {backend.arch}", None
+    try:
+        model = load(path)
+    except ImportError:
+        return None, "the selector needs lightgbm, which is not installed", None
+    if model.arch != backend.arch:
+        raise ConvgenError(f"selector model '{path}' is for {model.arch}, not {backend.arch}",
+                           field="selector")
+    candidates = kconfig.space(problem, backend)
+    dev = Device(backend.arch, backend.device_name())
+    predicted = model.predict(problem, candidates, dev)
+    best = int(predicted.argmax())
+    return candidates[best], float(predicted[best]), path
+
+
+# ---- evaluation -----------------------------------------------------------------------------
+
+def group_folds(problems: list[Problem], folds: int) -> list[int]:
+    """A fold per problem, whole shapes at a time (sklearn's GroupKFold rule: the largest
+    shape first, each into the fold with the fewest rows so far)."""
+    rows: dict[tuple, int] = defaultdict(int)
+    for prob in problems:
+        rows[prob.shape] += len(prob.configs)
+    if len(rows) < folds:
+        raise ConvgenError(f"{len(rows)} distinct shapes cannot fill {folds} folds")
+    load = [0] * folds
+    fold_of = {}
+    for shape, n in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0])):
+        f = min(range(folds), key=lambda i: (load[i], i))
+        fold_of[shape] = f
+        load[f] += n
+    return [fold_of[prob.shape] for prob in problems]
+
+
+def families(prob: Problem) -> list[str]:
+    """The shape families a problem is reported under (besides "overall")."""
+    p = prob.problem
+    out = [p.direction.name]
+    if p.c == 1 and p.g > 1:
+        out.append("depthwise")
+    elif p.c * p.g < 16:
+        out.append("stem")
+    elif (p.y, p.x) == (1, 1):
+        out.append("1x1")
+    elif (p.y, p.x) == (3, 3):
+        out.append("3x3")
+    else:
+        out.append(f"{p.y}x{p.x}")
+    if p.n <= 8:
+        out.append("batch<=8")
+    return out
+
+
+def _summary(effs: list[float]) -> dict:
+    import numpy as np
+    if not effs:
+        return {"count": 0}
+    a = np.asarray(effs)
+    return {"count": len(effs), "mean": float(a.mean()), "p10": float(np.percentile(a, 10)),
+            "min": float(a.min())}
+
+
+def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dict:
+    """Cross-validation grouped by shape: each fold's model picks a config for every problem
+    of the held-out shapes; efficiency = that config's measured TFLOPS / the best measured.
+    Beside it: the fixed rule (kernels/config.default_config) and the single config that
+    does best on the training folds, per direction."""
+    from convgen.backend import Backend
+    from convgen.kernels import config as kconfig
+    fold_of = group_folds(problems, folds)
+    picks: dict[str, list] = {"model": [], "rule": [], "single": []}
+    per_problem = []
+    select_s = []
+    for f in range(folds):
+        train_set = [p for p, g in zip(problems, fold_of) if g != f]
+        test_set = [p for p, g in zip(problems, fold_of) if g == f]
+        assert not {p.shape for p in train_set} & {p.shape for p in test_set}
+        booster = train(train_set, trees)
+        model = Model(booster, {"arch": problems[0].device.arch})
+        single = _single_best(train_set)
+        for prob in test_set:
+            t0 = time.perf_counter()
+            pred = model.predict(prob.problem, prob.configs, prob.device)
+            chosen = int(pred.argmax())
+            select_s.append(time.perf_counter() - t0)
+            backend = Backend("hip" if prob.device.arch.startswith("gfx") else "cuda",
+                              prob.device.arch, 64 if prob.device.arch.startswith("gfx") else 32)
+            rule = kconfig.default_config(prob.problem, backend, True).describe()
+            texts = [c.describe() for c in prob.configs]
+            rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
+            one = single.get(prob.problem.direction.name)
+            single_eff = prob.tflops[texts.index(one)] / prob.best if one in texts else 0.0
+            per_problem.append({
+                "problem": prob.problem.describe(), "fold": f, "families": families(prob),
+                "best_tflops": prob.best, "chosen": texts[chosen],
+                "predicted_tflops": float(pred[chosen]), "model": prob.tflops[chosen] / prob.best,
+                "rule": rule_eff, "single": single_eff})
+    out = {"folds": folds, "problems": len(problems), "shapes": len({p.shape for p in problems}),
+           "rows": sum(len(p.configs) for p in problems),
+           "selection_ms": 1e3 * sorted(select_s)[len(select_s) // 2],
+           "selection_ms_max": 1e3 * max(select_s)}
+    names = ["overall"] + sorted({fam for r in per_problem for fam in r["families"]})
+    table = {}
+    for name in names:
+        rows = [r for r in per_problem if name == "overall" or name in r["families"]]
+        table[name] = {who: _summary([r[who] for r in rows if r[who] is not None])
+                       for who in ("model", "rule", "single")}
+    out["overall"] = {k: table["overall"]["model"][k] for k in ("mean", "p10", "min")}
+    out["families"] = table
+    out["per_problem"] = per_problem
+    return out
+
+
+def _single_best(problems: list[Problem]) -> dict[str, str]:
+    """Per direction, the config with the highest mean efficiency over these problems (0
+    where it was not measured or not valid)."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    count: dict[str, int] = defaultdict(int)
+    for prob in problems:
+        d = prob.problem.direction.name
+        count[d] += 1
+        for cfg, t in zip(prob.configs, prob.tflops):
+            sums[d][cfg.describe()] += t / prob.best
+    return {d: max(s.items(), key=lambda kv: (kv[1], kv[0]))[0] for d, s in sums.items()}
+
+
+# ---- what convgen train-selector and eval-selector print ------------------------------------
+
+def _pct(summary: dict, what: str) -> str:
+    return f"{100 * summary[what]:.1f}%" if summary.get("count") else "-"
+
+
+def evaluation_table(result: dict) -> list[str]:
+    """The evaluation as a Markdown table: per family, the model's, the fixed rule's and the
+    single best config's mean / P10 / min efficiency (fractions of the oracle)."""
+    lines = ["| family | problems | model mean | model P10 | model min | rule mean | rule P10 | "
+             "rule min | single best mean |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, row in result["families"].items():
+        m, r, s = row["model"], row["rule"], row["single"]
+        lines.append(f"| {name} | {m['count']} | {_pct(m, 'mean')} | {_pct(m, 'p10')} | "
+                     f"{_pct(m, 'min')} | {_pct(r, 'mean')} | {_pct(r, 'p10')} | {_pct(r, 'min')} | "
+                     f"{_pct(s, 'mean')} |")
+    return lines
+
+
+def main(command: str, args: dict) -> int:
+    """convgen train-selector / eval-selector (cli.parse_selector gives `args`)."""
+    from convgen import report
+    # every path is checked before the work: a bad one costs nothing and leaves nothing
+    out = args["out"] or os.path.join(MODELS_DIR, f"{args['arch']}.json")
+    if command == "eval-selector" and args["json"]:
+        report.check_paths(args["json"], None)
+    if command == "train-selector" and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise ConvgenError(f"the folder of '{out}' does not exist", field="out")
+    try:
+        warm = Model.load(args["warm_start"]) if command == "train-selector" and args["warm_start"] else None
+    except ConvgenError as e:
+        raise ConvgenError(str(e), field="warm_start") from None
+    if warm is not None and warm.arch != args["arch"]:
+        raise ConvgenError(f"'{args['warm_start']}' is a model for {warm.arch}, not {args['arch']}",
+                           field="warm_start")
+    problems = load_dataset(args["db"], args["arch"])
+    if not problems:
+        raise ConvgenError(f"the tuning database '{args['db']}' has no measurements on {args['arch']}")
+    shapes = len({p.shape for p in problems})
+    rows = sum(len(p.configs) for p in problems)
+    report.say(f"{command}: {len(problems)} problems ({shapes} shapes, {rows} measured configs) "
+               f"on {args['arch']} from {args['db']}")
+    if command == "eval-selector":
+        t0 = time.perf_counter()
+        result = evaluate(problems, args["folds"], args["trees"] or TREES)
+        result.update({"arch": args["arch"], "database": os.path.basename(args["db"]),
+                       "trees": args["trees"] or TREES, "seconds": time.perf_counter() - t0})
+        for line in evaluation_table(result):
+            print(line)
+        report.say(f"eval-selector: selection {result['selection_ms']:.2f} ms per problem "
+                   f"(median; the slowest {result['selection_ms_max']:.2f} ms), "
+                   f"{args['folds']} folds in {result['seconds']:.0f} s")
+        if args["json"]:
+            try:
+                report.write_json(args["json"], result)
+            except OSError as e:
+                raise ConvgenError(f"cannot write '{args['json']}': {e.strerror}", field="json") from None
+        return 0
+    t0 = time.perf_counter()
+    booster = train(problems, args["trees"] or TREES, warm)
+    meta = {"arch": args["arch"], "problems": len(problems), "shapes": shapes, "rows": rows,
+            "trees": booster.num_trees(), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "database": os.path.basename(args["db"]),
+            "warm_start": os.path.basename(args["warm_start"]) if warm else None}
+    Model(booster, meta).save(out)
+    report.say(f"train-selector: {booster.num_trees()} trees in {time.perf_counter() - t0:.1f} s "
+               f"-> {out} ({os.path.getsize(out) // 1024} KiB)")
+    return 0
+
+
+def features_markdown() -> str:
+    """docs/selector-features.md (scripts/gen-docs): the feature table, from FEATURES."""
+    out = ["# The selector's features", "",
+           "Generated from `tools/convgen/selector.py` (`FEATURES`) by `scripts/gen-docs`; "
+           "docs/config-selection.md says how they are used. One row per (problem, config); "
+           "the model's columns are in this order.", "",
+           "| # | feature | meaning |", "| ---: | --- | --- |"]
+    out += [f"| {i} | `{name}` | {doc} |" for i, (name, doc) in enumerate(FEATURES)]
+    return "\n".join(out) + "\n"
