@@ -206,6 +206,12 @@ class Problem:
         return max(self.tflops)
 
 
+def _backend_for(arch: str):
+    """The Backend the rules of kernels/config.py see for a database's arch (no device needed)."""
+    from convgen.backend import Backend
+    return Backend("hip" if arch.startswith("gfx") else "cuda", arch, 64 if arch.startswith("gfx") else 32)
+
+
 def _problem_of(row: dict):
     from convgen import dtypes
     from convgen.problem import make_problem
@@ -225,11 +231,9 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     changes speed shows up as new rows when its problems are tuned again. A config that
     compiled but failed, or failed the reference check, counts as 0 TFLOPS: the model
     must learn to avoid it."""
-    from convgen.backend import Backend
     from convgen.kernels import config as kconfig
     from convgen.tuning_db import TuningDB
-    backend = Backend("hip" if arch.startswith("gfx") else "cuda", arch,
-                      64 if arch.startswith("gfx") else 32)
+    backend = _backend_for(arch)
     with TuningDB(db_path, readonly=True) as db:
         cur = db.con.execute("SELECT * FROM measurements WHERE arch = ? ORDER BY measured_at", (arch,))
         names = [d[0] for d in cur.description]
@@ -452,7 +456,6 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dic
     of the held-out shapes; efficiency = that config's measured TFLOPS / the best measured.
     Beside it: the fixed rule (kernels/config.default_config) and the single config that
     does best on the training folds, per direction."""
-    from convgen.backend import Backend
     from convgen.kernels import config as kconfig
     fold_of = group_folds(problems, folds)
     picks: dict[str, list] = {"model": [], "rule": [], "single": []}
@@ -470,8 +473,7 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dic
             pred = model.predict(prob.problem, prob.configs, prob.device)
             chosen = int(pred.argmax())
             select_s.append(time.perf_counter() - t0)
-            backend = Backend("hip" if prob.device.arch.startswith("gfx") else "cuda",
-                              prob.device.arch, 64 if prob.device.arch.startswith("gfx") else 32)
+            backend = _backend_for(prob.device.arch)
             rule = kconfig.default_config(prob.problem, backend, True).describe()
             texts = [c.describe() for c in prob.configs]
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
