@@ -34,8 +34,14 @@ def test_tune_measures_checks_records_and_resumes(tmp_path):
     assert best is not None and best.config == first.best and best.checked.endswith("[1 1 1]")
     assert measured[best.config][:2] == ("ok", best.ms)
     assert best.ms == min(ms for status, ms, _ in measured.values() if status == "ok")
-    (again,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False)
+    # a resumed run passes a finished problem without drawing inputs or checking again
+    from convgen import driver, inputs
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(inputs, "make_inputs", lambda *a, **k: pytest.fail("inputs drawn again"))
+        mp.setattr(driver, "execute", lambda *a, **k: pytest.fail("checked again"))
+        (again,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False)
     assert again.measured == 0 and again.skipped == n and again.best == first.best
+    assert again.note == "measured and checked before"
 
     # a run without -perf_config takes it, and says so; -perf_config still forces
     cfg, source = kconfig.select(config.problem, current(), True, None, db)
