@@ -293,18 +293,33 @@ def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None
         raise ConvgenError("no measurements to train on")
     x, y = _matrix(problems)
     data = lgb.Dataset(x, y, feature_name=list(FEATURE_NAMES), free_raw_data=True)
-    init = warm_start.booster if warm_start else None
+    init = lgb.Booster(model_str=warm_start.text) if warm_start else None
     return lgb.train(TRAIN_PARAMS, data, num_boost_round=WARM_TREES if init else trees,
                      init_model=init, keep_training_booster=False)
 
 
 class Model:
-    """A trained selector for one arch."""
+    """A trained selector for one arch: LightGBM's text model, predicted through its C
+    library (lgbm_c), so a run never imports the lightgbm package."""
 
-    def __init__(self, booster, meta: dict, path: str | None = None):
-        self.booster = booster
+    def __init__(self, text: str, meta: dict, path: str | None = None):
+        self.text = text
         self.meta = meta
         self.path = path
+        self._booster = None
+
+    @classmethod
+    def of(cls, booster, meta: dict) -> "Model":
+        """The model of a booster that train() fitted."""
+        return cls(booster.model_to_string(), meta)
+
+    @property
+    def booster(self):
+        """lgbm_c.Booster, loaded on first use (ImportError without lightgbm)."""
+        if self._booster is None:
+            from convgen import lgbm_c
+            self._booster = lgbm_c.Booster(self.text)
+        return self._booster
 
     @property
     def arch(self) -> str:
@@ -314,7 +329,7 @@ class Model:
         """Written whole or not at all (report.write_json)."""
         from convgen import report
         doc = {"schema": SCHEMA_NAME, "version": SCHEMA_VERSION, **self.meta,
-               "features": list(FEATURE_NAMES), "model": self.booster.model_to_string()}
+               "features": list(FEATURE_NAMES), "model": self.text}
         try:
             report.write_json(path, doc)
         except OSError as e:
@@ -340,22 +355,26 @@ class Model:
         if doc.get("features") != list(FEATURE_NAMES):
             raise damaged("it was trained on other features than this convgen computes "
                           "(convgen train-selector makes a new one)")
-        lgb = _lightgbm()
-        if lgb is None:
-            raise ImportError("lightgbm")
-        try:
-            booster = lgb.Booster(model_str=doc["model"])
-        except (KeyError, TypeError, lgb.basic.LightGBMError) as e:
-            raise damaged(f"its LightGBM model does not parse ({' '.join(str(e).split())[:200]})") from None
+        from convgen import lgbm_c
+        if not isinstance(doc.get("model"), str):
+            raise damaged("it holds no LightGBM model")
         meta = {k: v for k, v in doc.items() if k not in ("schema", "version", "features", "model")}
-        return cls(booster, meta, path)
+        model = cls(doc["model"], meta, path)
+        try:
+            model.booster
+        except lgbm_c.LightGBMError as e:
+            raise damaged(f"its LightGBM model does not parse ({' '.join(str(e).split())[:200]})") from None
+        if model.booster.num_features != len(FEATURE_NAMES):
+            raise damaged(f"its LightGBM model reads {model.booster.num_features} features, "
+                          f"not {len(FEATURE_NAMES)}")
+        return model
 
     def predict(self, p, configs, dev: Device):
         """Predicted TFLOPS of each config for problem p."""
         import numpy as np
         base = problem_features(p)
         x = np.asarray([base + config_features(p, cfg, dev) for cfg in configs], dtype=np.float64)
-        return np.expm1(self.booster.predict(x, num_threads=1))
+        return np.expm1(self.booster.predict(x))
 
 
 # ---- run-time selection ---------------------------------------------------------------------
@@ -465,8 +484,7 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dic
         train_set = [p for p, g in zip(problems, fold_of) if g != f]
         test_set = [p for p, g in zip(problems, fold_of) if g == f]
         assert not {p.shape for p in train_set} & {p.shape for p in test_set}
-        booster = train(train_set, trees)
-        model = Model(booster, {"arch": problems[0].device.arch})
+        model = Model.of(train(train_set, trees), {"arch": problems[0].device.arch})
         single = _single_best(train_set)
         for prob in test_set:
             t0 = time.perf_counter()
@@ -577,7 +595,7 @@ def main(command: str, args: dict) -> int:
             "trees": booster.num_trees(), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "database": os.path.basename(args["db"]),
             "warm_start": os.path.basename(args["warm_start"]) if warm else None}
-    Model(booster, meta).save(out)
+    Model.of(booster, meta).save(out)
     report.say(f"train-selector: {booster.num_trees()} trees in {time.perf_counter() - t0:.1f} s "
                f"-> {out} ({os.path.getsize(out) // 1024} KiB)")
     return 0
