@@ -100,6 +100,14 @@ FEATURES = (
     ("part_length", "reduction length of one split part"),
     ("tile_intensity", "flops per byte loaded by one reduction step of one tile"),
     ("smem_kb", "shared memory the pipeline's stages take, KiB"),
+    ("parts", "bwd_weight: the reduction parts the kernel really runs (split, capped by "
+              "the reduction's length or its boxes of pixels); 1 elsewhere"),
+    ("launches", "kernel launches per convolution: the conv kernel, the split parts' sum, "
+                 "the stride fold's copies"),
+    ("extra_mb", "MB that the launches other than the conv kernel read and write (the fold's "
+                 "copies, the fp32 partial sums of the split)"),
+    ("log_flops_per_launch", "log2(useful flops / launches): small where a launch's fixed "
+                             "cost (microseconds) outweighs its work"),
     # the device
     ("units", "SMs or CUs (DEVICE_UNITS; 0 when unknown)"),
     ("arch_number", "the arch's digits (sm90 -> 90; gfx942 -> 942)"),
@@ -177,9 +185,43 @@ def config_features(p, cfg, dev: Device) -> list[float]:
     elem = p.dtype.bits / 8
     tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
     smem_kb = cfg.num_stages * (bm + bn) * bk * elem / 1024
+    parts = _parts(q, cfg)
+    launches, extra = _side_launches(p, q, cfg, parts)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             tiles_m, tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves,
-            wave_fill, part, tile_intensity, smem_kb, dev.units, dev.arch_number]
+            wave_fill, part, tile_intensity, smem_kb, parts, 1 + launches, extra / 1e6,
+            math.log2(p.flops / (1 + launches)), dev.units, dev.arch_number]
+
+
+def _parts(q, cfg) -> int:
+    """The reduction parts q's bwd_weight kernel runs for cfg (the kernels' own rule)."""
+    if not q.direction.splits_reduction or cfg.split == 1:
+        return 1
+    if cfg.tma:
+        from convgen.kernels.tma import bwd_weight_parts
+        return bwd_weight_parts(q, cfg)[0]
+    from convgen.kernels.conv_bwd_weight import parts
+    return parts(q, cfg)[0]
+
+
+def _side_launches(p, q, cfg, parts: int) -> tuple[int, float]:
+    """(launches besides the conv kernel, bytes they read and write): the fp32 partial
+    sums of a split (written by the kernel, read by the sum) and the fold's copies
+    (kernels/s2d.py: the input and filter into the folded problem for fwd, the filter in
+    and the input gradient out for bwd_data, the input in and the filter gradient out for
+    bwd_weight)."""
+    launches, nbytes = 0, 0.0
+    if parts > 1:
+        launches += 1
+        nbytes += 2 * 4 * parts * q.k * q.gemm[1] * q.g
+    if cfg.s2d:
+        elem = p.dtype.bits / 8
+        copies = {"fwd": ("input", "filter"), "bwd_data": ("filter", "input"),
+                  "bwd_weight": ("input", "filter")}[p.direction.name]
+        for tensor in copies:
+            launches += 1
+            nbytes += elem * (p.elements(tensor) + q.elements(tensor))
+    return launches, nbytes
 
 
 def features(p, cfg, dev: Device) -> list[float]:
