@@ -20,7 +20,11 @@ which wins over both CMake and the defaults:
   xdlops             1 | 0                                        (%xdlops)
   nightly            1 | 0                                        (feature nightly)
   timeout            seconds per test, 0 = none (needs psutil)
-  gpu_jobs           how many tests may use the GPU at once
+  gpu_jobs           how many tests may use each GPU at once (default 8)
+  inprocess          1: `%convgen | FileCheck` lines run inside the lit workers
+                     (convgen.lit_format); 0: every line through lit's shell
+  record_runs        a file each in-process convgen run appends a JSON line to
+                     (scripts/suite-bits record)
   interpreter        1: run Triton's interpreter even if a GPU is present
   convgen            the command %convgen expands to
   filecheck          the FileCheck executable
@@ -51,6 +55,7 @@ E2E_DIR = os.path.join(SRC_ROOT, "e2e")
 sys.path.insert(0, os.path.join(SRC_ROOT, "tools"))
 from convgen import cli, tolerance  # noqa: E402  (neither imports torch)
 from convgen.backend import INTERPRETER, Backend  # noqa: E402
+from convgen.lit_format import ConvgenTest  # noqa: E402  (imports lit, not torch)
 
 DEFAULTS = {
     "rms_threshold": "auto",
@@ -62,7 +67,9 @@ DEFAULTS = {
     "xdlops": "1",
     "nightly": "0",
     "timeout": "600",
-    "gpu_jobs": "1",
+    "gpu_jobs": "8",
+    "inprocess": "1",
+    "record_runs": "",
     "interpreter": "0",
     "convgen": "",
     "filecheck": "",
@@ -101,8 +108,7 @@ def threshold(name):
 
 # --- the suite -------------------------------------------------------------
 config.name = "conv-e2e"
-config.test_format = lit.formats.ShTest(execute_external=False)  # lit 23 rejects True
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir"]   # the format (convgen.lit_format) is set once FileCheck is known
 
 if config.test_source_root is None:
     # Loaded straight from the source tree: the suite is rooted here, so
@@ -183,14 +189,21 @@ if not convgen:
 # in this Python, which finds the filecheck package here or in .pydeps/. Not `python -m
 # filecheck` with .pydeps on PYTHONPATH: lit 23.1.5's out-of-process builtins (cat, diff)
 # overwrite a test's PYTHONPATH for every command after them.
+# The filecheck package's FileCheck (pip's lowercase `filecheck`, or scripts/filecheck)
+# also runs inside the lit workers when they run convgen there (convgen.lit_format).
+import importlib.util  # noqa: E402
+if importlib.util.find_spec("filecheck") is None and os.path.isdir(os.path.join(PYDEPS, "filecheck")):
+    sys.path.append(PYDEPS)   # the workers are forked from this process: they see it too
 filecheck = setting("filecheck") or shutil.which("filecheck", path=env_path) \
     or shutil.which("FileCheck", path=env_path)
 if filecheck:
     if not (os.access(filecheck, os.X_OK) or shutil.which(filecheck, path=env_path)):
         lit_config.fatal("filecheck=%r is not an executable" % filecheck)
     filecheck_cmd = shlex.quote(filecheck)
+    filecheck_inprocess = (not setting("filecheck") and os.path.basename(filecheck) == "filecheck"
+                           and importlib.util.find_spec("filecheck") is not None)
 else:
-    import importlib.util
+    filecheck_inprocess = True
     if importlib.util.find_spec("filecheck") is None and \
             not os.path.isdir(os.path.join(PYDEPS, "filecheck")):
         lit_config.fatal(
@@ -203,10 +216,10 @@ else:
 
 # --- device -----------------------------------------------------------------
 def probe_device():
-    """(Backend, note): the device convgen will run on, asked of convgen itself in a
-    fresh process (importing torch here would slow every lit start and could hang)."""
+    """(Backend, GPU ids, note): the device convgen will run on, asked of convgen itself in
+    a fresh process (importing torch here would slow every lit start and could hang)."""
     if flag("interpreter") or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return INTERPRETER, ""
+        return INTERPRETER, [], ""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     env["PYTHONPATH"] = config.environment.get("PYTHONPATH", "")
@@ -214,12 +227,13 @@ def probe_device():
         out = subprocess.run([python, "-m", "convgen.backend"], env=env, capture_output=True,
                              text=True, timeout=300)
         info = json.loads(out.stdout.strip().splitlines()[-1])
-        return Backend(info["kind"], info["arch"], int(info["warp_size"])), info.get("note", "")
+        return (Backend(info["kind"], info["arch"], int(info["warp_size"])),
+                [str(g) for g in info.get("gpus", [])], info.get("note", ""))
     except Exception as e:  # no torch, a hung driver, ...
-        return INTERPRETER, "device probe failed: %s" % e
+        return INTERPRETER, [], "device probe failed: %s" % e
 
 
-device, note = probe_device()
+device, gpus, note = probe_device()
 if note:
     lit_config.note("device probe: %s" % note)
 arch = device.arch
@@ -229,18 +243,25 @@ for feature in device.lit_features():
 if device.interpreter:
     config.environment["TRITON_INTERPRET"] = "1"
 else:
-    # One GPU, many lit workers: only gpu_jobs tests hold the GPU at a time.
+    # Many lit workers: only gpu_jobs tests per GPU hold the GPUs at a time (each worker
+    # keeps to one GPU, convgen.lit_format).
     try:
         gpu_jobs = int(setting("gpu_jobs"))
         assert gpu_jobs >= 1
     except (ValueError, AssertionError):
         lit_config.fatal("gpu_jobs=%r: expected an integer >= 1" % setting("gpu_jobs"))
-    lit_config.parallelism_groups["gpu"] = gpu_jobs
+    lit_config.parallelism_groups["gpu"] = gpu_jobs * max(1, len(gpus))
     config.parallelism_group = "gpu"
 if flag("nightly"):
     features.add("nightly")
-lit_config.note("conv-e2e: device %s (%s), FileCheck %s, convgen %s"
-                % (arch, device.kind, filecheck_cmd, convgen))
+inprocess = flag("inprocess")
+config.test_format = ConvgenTest(convgen, filecheck_cmd, inprocess=inprocess,
+                                 filecheck_inprocess=filecheck_inprocess,
+                                 gpu_env=device.visible_devices_variable, gpus=gpus,
+                                 record=os.path.abspath(setting("record_runs")) if setting("record_runs") else None)
+lit_config.note("conv-e2e: device %s (%s%s), FileCheck %s, convgen %s%s"
+                % (arch, device.kind, ", %d GPUs" % len(gpus) if len(gpus) > 1 else "",
+                   filecheck_cmd, convgen, " in the lit workers" if inprocess else ""))
 
 # Share compiled kernels between tests (Triton's cache is safe across processes).
 if "TRITON_CACHE_DIR" not in config.environment:

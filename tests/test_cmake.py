@@ -46,6 +46,7 @@ def test_defaults(tmp_path):
     assert v["rms_threshold"] == "auto" and v["abs_threshold"] == "auto" and v["rel_threshold"] == "auto"
     assert v["random_seed"] == "1" and v["xdlops"] == "1" and v["validation"] == "cpu"
     assert v["nightly"] == "0" and v["ignore_maxabsdiff"] == "0"
+    assert v["inprocess"] == "1" and v["gpu_jobs"] == "8"
     assert not (REPO / "lit.site.cfg.py").exists(), "a generated site config beside lit.cfg.py hides it"
 
 
@@ -53,13 +54,15 @@ def test_options_reach_the_site_config(tmp_path):
     build = tmp_path / "build"
     rc, out = configure(build, "-DE2E_RMS_THRESHOLD=0.000123", "-DE2E_IGNORE_MAXABSDIFF=ON",
                         "-DE2E_REL_THRESHOLD=1e-3", "-DE2E_RANDOM_SEED=fixed",
-                        "-DE2E_XDLOPS=OFF", "-DE2E_VALIDATION=gpu", "-DE2E_NIGHTLY=ON")
+                        "-DE2E_XDLOPS=OFF", "-DE2E_VALIDATION=gpu", "-DE2E_NIGHTLY=ON",
+                        "-DE2E_INPROCESS=OFF")
     assert rc == 0, out
     v = site_values(build)
     assert v["rms_threshold"] == "0.000123"
     assert v["abs_threshold"] == "1000"          # E2E_IGNORE_MAXABSDIFF, as in the study
     assert v["rel_threshold"] == "1e-3" and v["random_seed"] == "fixed"
     assert v["xdlops"] == "0" and v["validation"] == "gpu" and v["nightly"] == "1"
+    assert v["inprocess"] == "0"
     text = (build / "e2e" / "lit.site.cfg.py").read_text()
     assert str(REPO / "lit.cfg.py") in text or "lit.cfg.py" in text
     assert (build / "CTestTestfile.cmake").exists()

@@ -40,6 +40,13 @@ class Backend:
         return self.kind == "hip"
 
     @property
+    def visible_devices_variable(self) -> str | None:
+        """The variable that narrows a process to some GPUs (lit spreads its workers with it)."""
+        if self.interpreter:
+            return None
+        return "HIP_VISIBLE_DEVICES" if self.is_hip else "CUDA_VISIBLE_DEVICES"
+
+    @property
     def torch_device(self) -> str:
         # ROCm builds of torch call their GPU "cuda" too.
         return "cpu" if self.interpreter else "cuda"
@@ -248,11 +255,24 @@ def ensure_interpreter_if_no_gpu() -> None:
         current.cache_clear()
 
 
+def visible_gpus(be: Backend) -> list[str]:
+    """The GPUs this process may use, as its visible-devices variable names them (all of
+    them, 0..n-1, where the variable is unset); none for the interpreter."""
+    if be.interpreter:
+        return []
+    import torch
+    count = torch.cuda.device_count()
+    given = os.environ.get(be.visible_devices_variable, "").strip()
+    ids = [d.strip() for d in given.split(",") if d.strip()] if given else []
+    return ids[:count] if len(ids) >= count else [str(i) for i in range(count)]
+
+
 def main() -> int:
-    """Print the probed device and its lit features as one JSON object (lit.cfg.py reads it)."""
+    """Print the probed device, its lit features and the visible GPUs as one JSON object
+    (lit.cfg.py reads it)."""
     be, note = probe()
     json.dump({"kind": be.kind, "arch": be.arch, "warp_size": be.warp_size,
-               "features": be.lit_features(), "note": note}, sys.stdout)
+               "features": be.lit_features(), "gpus": visible_gpus(be), "note": note}, sys.stdout)
     print()
     return 0
 

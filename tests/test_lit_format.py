@@ -1,0 +1,164 @@
+"""The in-process lit format (convgen/lit_format.py): which RUN lines the lit workers run
+themselves, that they give the shell's verdict on the whole PR set, the timeout, a clean
+state per test, and the GPU each worker keeps to."""
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.append(str(REPO / ".pydeps"))   # lit, where a machine has it there only
+lit = pytest.importorskip("lit")
+
+from convgen import lit_format  # noqa: E402
+from convgen.lit_format import ConvgenTest  # noqa: E402
+
+from test_lit_selftest import _scripts_lit, make_suite  # noqa: E402
+
+CONVGEN = "/opt/bin/convgen"
+FILECHECK = "/usr/bin/python3 /repo/scripts/filecheck"
+
+
+def _fake_test(environment=None):
+    config = types.SimpleNamespace(pipefail=True, environment=dict(environment or {}))
+    return types.SimpleNamespace(config=config, getFullName=lambda: "conv-e2e :: t.mlir")
+
+
+LIT_CONFIG = types.SimpleNamespace(isWindows=False)
+
+
+@pytest.mark.parametrize("line,expected", [
+    (f"{CONVGEN} -p -x2 | {FILECHECK} /t.mlir", (False, ["-p", "-x2"], False, ["/t.mlir"])),
+    (f"not {CONVGEN} --bogus 2>&1 | {FILECHECK} /t.mlir --check-prefix=ERR",
+     (True, ["--bogus"], True, ["/t.mlir", "--check-prefix=ERR"])),
+    (f"%dbg(RUN: at line 3) {CONVGEN} -p | {FILECHECK} /t.mlir", (False, ["-p"], False, ["/t.mlir"])),
+    # anything else goes through lit's shell
+    (f"{CONVGEN} -p > /tmp/out.txt", None),
+    (f"{CONVGEN} -p 2>/dev/null | {FILECHECK} /t.mlir", None),
+    (f"{CONVGEN} -p | {FILECHECK} /t.mlir > /tmp/x", None),
+    (f"echo '[1 1 1]' | {FILECHECK} /t.mlir", None),
+    (f"{CONVGEN} -p | grep bits | {FILECHECK} /t.mlir", None),
+    (f"! {CONVGEN} -p | {FILECHECK} /t.mlir", None),
+    (f"{CONVGEN} -p | not {FILECHECK} /t.mlir", None),
+    (f"rm -rf /tmp/t && {CONVGEN} -p | {FILECHECK} /t.mlir", None),
+    (f"/other/convgen -p | {FILECHECK} /t.mlir", None),
+])
+def test_which_lines_run_in_the_worker(line, expected):
+    fmt = ConvgenTest(CONVGEN, FILECHECK)
+    assert fmt._inprocess_line(line, LIT_CONFIG, _fake_test()) == expected
+
+
+def test_a_test_that_changes_its_shells_state_runs_in_the_shell():
+    fmt = ConvgenTest(CONVGEN, FILECHECK)
+    assert fmt._stateful("cd /tmp", LIT_CONFIG, _fake_test())
+    assert fmt._stateful("mkdir -p x && export A=1", LIT_CONFIG, _fake_test())
+    assert not fmt._stateful(f"{CONVGEN} -p | {FILECHECK} /t.mlir", LIT_CONFIG, _fake_test())
+
+
+def test_each_run_gets_the_tests_environment_and_leaves_the_workers_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKER_ONLY", "1")
+    before = dict(os.environ)
+    test = _fake_test({"TRITON_INTERPRET": "1", "TEST_ONLY": "yes"})
+    with lit_format._clean_state(test, str(tmp_path)):
+        assert os.environ.get("TEST_ONLY") == "yes" and "WORKER_ONLY" not in os.environ
+        assert os.environ["LIT_CURRENT_TESTCASE"] == "conv-e2e :: t.mlir"
+        assert os.getcwd() == str(tmp_path)
+        os.environ["LEAKED"] = "1"              # what convgen's own set-up may write
+    assert dict(os.environ) == before and os.getcwd() != str(tmp_path)
+
+
+def test_each_worker_keeps_to_one_gpu(monkeypatch):
+    fmt = ConvgenTest(CONVGEN, FILECHECK, gpu_env="CUDA_VISIBLE_DEVICES", gpus=("2", "5"))
+    seen = []
+    for worker in (1, 2, 3, 4):
+        process = types.SimpleNamespace(_identity=(worker,))
+        monkeypatch.setattr(lit_format.multiprocessing, "current_process", lambda p=process: p)
+        test = _fake_test()
+        fmt._pin_gpu(test)
+        seen.append(test.config.environment["CUDA_VISIBLE_DEVICES"])
+    assert seen == ["2", "5", "2", "5"]
+    one = ConvgenTest(CONVGEN, FILECHECK, gpu_env="CUDA_VISIBLE_DEVICES", gpus=("0",))
+    test = _fake_test()
+    one._pin_gpu(test)
+    assert "CUDA_VISIBLE_DEVICES" not in test.config.environment   # one GPU: left alone
+
+
+def test_a_bug_in_convgen_is_its_traceback_and_status_1(monkeypatch):
+    from convgen import cli
+
+    def broken(argv):
+        raise ZeroDivisionError("planted")
+    monkeypatch.setattr(cli, "main", broken)
+    status, out, err = lit_format._call_convgen(["-p"], merge=False)
+    assert status == 1 and out == "" and "ZeroDivisionError: planted" in err
+
+
+SMALL = ("// RUN: %convgen --operation conv2d -t f16 -batchsize=1 -in_channels=3 -out_channels=5 "
+         "-in_h=5 -in_w=5 -fil_h=3 -fil_w=3 %pv %random_data %xdlops {extra}| FileCheck %s\n")
+
+
+def test_verdicts_in_the_worker(tmp_path):
+    """Passing, failing, `not` with a merged stderr, and a shell line between two worker
+    lines: each gives the shell's verdict, and the log says where it ran."""
+    suite = make_suite(tmp_path / "s", {
+        "pass.mlir": SMALL.format(extra="") + "// CHECK: [1 1 1]\n",
+        "fail.mlir": SMALL.format(extra="") + "// CHECK: [0 0 0]\n",
+        "error.mlir": "// RUN: not %convgen -p --no_such_flag 2>&1 | FileCheck %s\n"
+                      "// CHECK: convgen: error: {{.*}}no_such_flag\n",
+        "not-fails.mlir": "// RUN: not %convgen -p -x2 2>&1 | FileCheck %s\n// CHECK: [1 1 1]\n",
+        "mixed.mlir": SMALL.format(extra="--json %t.json ") + "// RUN: cat %t.json | FileCheck %s "
+                      "--check-prefix=JSON\n" + SMALL.format(extra="-rand 3 ")
+                      + "// CHECK: [1 1 1]\n// JSON: \"bits\"\n",
+    })
+    rc, out = _scripts_lit("-a", suite)
+    assert rc == 1, out
+    for name, verdict in (("pass", "PASS"), ("fail", "FAIL"), ("error", "PASS"),
+                          ("not-fails", "FAIL"), ("mixed", "PASS")):
+        assert f"{verdict}: conv-e2e :: {name}.mlir" in out, out
+    assert "executed in the lit worker" in out and "executed command: cat" in out, out
+    # a failure shows what failed: FileCheck's complaint, convgen's output, `not`'s status
+    assert "# .---FileCheck stderr" in out and "# .---convgen stdout" in out, out
+    assert "# error: FileCheck failed with exit status: 1" in out, out
+    assert "# error: convgen (under not) exited with status 1" in out, out
+
+
+def test_the_timeout_stops_a_run_and_the_worker_goes_on(tmp_path):
+    slow = ("// RUN: %convgen --operation conv2d -t f32 -batchsize=8 -in_channels=64 -out_channels=64 "
+            "-in_h=56 -in_w=56 -fil_h=3 -fil_w=3 -pv -x2 | FileCheck %s\n// CHECK: [1 1 1]\n")
+    suite = make_suite(tmp_path / "s", {"a_slow.mlir": slow,
+                                        "b_after.mlir": SMALL.format(extra="") + "// CHECK: [1 1 1]\n"})
+    rc, out = _scripts_lit("-v", "-j1", "--param", "timeout=2", suite)
+    assert "TIMEOUT: conv-e2e :: a_slow.mlir" in out, out
+    assert "PASS: conv-e2e :: b_after.mlir" in out, out
+
+
+def test_inprocess_0_runs_every_line_in_the_shell(tmp_path):
+    suite = make_suite(tmp_path / "s", {"pass.mlir": SMALL.format(extra="") + "// CHECK: [1 1 1]\n"})
+    rc, out = _scripts_lit("-a", "--param", "inprocess=0", suite)
+    assert rc == 0 and "executed in the lit worker" not in out and "executed command:" in out, out
+
+
+def test_the_worker_and_the_shell_give_the_same_results_on_the_pr_set(tmp_path):
+    """Every convgen run of the PR set: the same exit status, bits and metrics lines in the
+    lit workers as through the shell, and every test the same verdict."""
+    runs, verdicts = {}, {}
+    for mode in ("inprocess", "shell"):
+        record = tmp_path / f"{mode}.jsonl"
+        report = tmp_path / f"{mode}.json"
+        argv = [sys.executable, str(REPO / "scripts" / "suite-bits"), "record",
+                *(["--shell"] if mode == "shell" else []), str(record),
+                "-o", str(report), "--param", f"exec_root={tmp_path / mode}", str(REPO / "e2e")]
+        subprocess.run(argv, capture_output=True, text=True, timeout=3000)
+        verdicts[mode] = {t["name"]: t["code"] for t in json.loads(report.read_text())["tests"]}
+        runs[mode] = record
+    assert verdicts["inprocess"] == verdicts["shell"]
+    assert sum(code == "PASS" for code in verdicts["shell"].values()) >= 40
+    compare = subprocess.run([sys.executable, str(REPO / "scripts" / "suite-bits"), "compare",
+                              str(runs["shell"]), str(runs["inprocess"])],
+                             capture_output=True, text=True, timeout=300)
+    assert compare.returncode == 0, compare.stdout
+    assert len(runs["inprocess"].read_text().splitlines()) >= 50

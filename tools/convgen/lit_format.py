@@ -1,0 +1,372 @@
+"""The suite's lit test format: `%convgen ... | FileCheck ...` RUN lines run inside the
+lit worker process.
+
+A RUN line through lit's shell starts a new Python that imports torch and Triton: 1.3-4 s
+before convgen does anything, against a fraction of a second of work for a small test
+(docs/suite-speed.md). Here each lit worker imports convgen once, and every RUN line of
+the form
+
+    [not] CONVGEN ARGS [2>&1] | FILECHECK ARGS
+
+calls `convgen.cli.main(ARGS)` in the worker with its output captured, then FileCheck on
+that text (the filecheck package in-process; any other FileCheck as a program). The
+verdict is what the shell gives: same exit codes, same `not`, same stderr merge. Every
+other RUN line, and every test that changes its shell's state (`cd`, `export`) or asks
+for retries, goes through lit's own shell as ShTest runs it.
+
+Each in-process run starts clean: the test's environment (lit's config.environment, as
+a subprocess would get it) replaces os.environ and is put back afterwards, the working
+directory is the test's, torch's global seed is reset, and CUDA's cached memory is
+returned. The per-test timeout is an alarm in the worker: it stops a run at its next
+Python step (a call hung inside a driver is stopped by lit's --max-time only).
+
+Several GPUs: worker i runs on GPU i mod n (CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES
+narrowed to one of the visible ones), shell lines included, so the gpu parallelism group
+may hold gpu_jobs tests per GPU.
+
+With `record` (lit --param record_runs=FILE), each in-process run appends one JSON line
+to FILE (run_record: its arguments, exit status, bits and metrics lines), as
+scripts/suite-bits records shell runs, so two trees or the two paths can be compared.
+
+    ConvgenTest(convgen, filecheck, inprocess, filecheck_inprocess, gpu_env, gpus, record)
+    run_record(argv, status, stdout, stderr)    one record of a convgen run
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing
+import os
+import re
+import shlex
+import signal
+import threading
+import time
+
+import lit.formats
+import lit.Test
+import lit.TestRunner as runner
+from lit.ShUtil import Pipeline, Seq, ShParser
+
+_MERGE = ((">&", 2), "1")          # 2>&1 as lit's parser gives it
+_STATEFUL = ("cd", "export", "unset", "set")
+_METRIC = re.compile(r"\b(RMS|maxAbsDiff|maxRelDiff)=([-+0-9.eE]+|inf|nan)")
+_BITS = re.compile(r"^\[[01]( [01])*\]$")
+
+
+class _Timeout(BaseException):
+    """The per-test alarm: a BaseException, so that no `except Exception` in the code under
+    test swallows it."""
+
+
+class ConvgenTest(lit.formats.ShTest):
+    """ShTest, with `%convgen | FileCheck` lines run in the worker (see the module's text).
+
+    Args:
+        convgen: the command %convgen expands to (a shell word list).
+        filecheck: the command FileCheck expands to.
+        inprocess: False runs every line through lit's shell (lit -D inprocess=0).
+        filecheck_inprocess: the FileCheck command is the filecheck package's, which then
+            runs in the worker too.
+        gpu_env: CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES; None without a GPU.
+        gpus: the GPUs the workers are spread over (their ids as that variable names them).
+        record: a file each in-process convgen run appends its run_record to.
+    """
+
+    def __init__(self, convgen: str, filecheck: str, inprocess: bool = True,
+                 filecheck_inprocess: bool = False, gpu_env: str | None = None,
+                 gpus: tuple[str, ...] = (), record: str | None = None):
+        super().__init__(execute_external=False)
+        self.convgen = shlex.split(convgen)
+        self.filecheck = shlex.split(filecheck)
+        self.inprocess = inprocess
+        self.filecheck_inprocess = filecheck_inprocess
+        self.gpu_env = gpu_env
+        self.gpus = tuple(gpus)
+        self.record = record
+
+    # ---- lit's entry point ------------------------------------------------------------
+
+    def execute(self, test, litConfig):
+        self._pin_gpu(test)
+        if not self.inprocess or test.allowed_retries:
+            return super().execute(test, litConfig)
+        if test.config.unsupported:
+            return lit.Test.Result(lit.Test.UNSUPPORTED, "Test is unsupported")
+        script = runner.parseIntegratedTestScript(test)
+        if isinstance(script, lit.Test.Result):
+            return script
+        if litConfig.noExecute:
+            return lit.Test.Result(lit.Test.PASS)
+        tmp_dir, tmp_base = runner.getTempPaths(test)
+        substitutions = list(self.extra_substitutions) + runner.getDefaultSubstitutions(
+            test, tmp_dir, tmp_base,
+            normalize_slashes=litConfig.params.get("use_normalized_slashes", False))
+        conditions = {feature: True for feature in test.config.available_features}
+        script = runner.applySubstitutions(script, substitutions, conditions,
+                                           recursion_limit=test.config.recursiveExpansionLimit)
+        plan = [(line, self._inprocess_line(line, litConfig, test)) for line in script]
+        if not any(parts for _, parts in plan) or any(self._stateful(line, litConfig, test)
+                                                      for line, _ in plan):
+            return super().execute(test, litConfig)
+        os.makedirs(os.path.dirname(tmp_base), exist_ok=True)
+        return self._run(test, litConfig, tmp_base, plan)
+
+    # ---- which lines run here ---------------------------------------------------------
+
+    @staticmethod
+    def _command(line: str) -> tuple[str, str]:
+        match = re.fullmatch(runner.kPdbgRegex, line)
+        return (match.group(1), match.group(2)) if match else ("command line", line)
+
+    def _parse(self, line, litConfig, test):
+        try:
+            return ShParser(self._command(line)[1], litConfig.isWindows, test.config.pipefail).parse()
+        except Exception:   # lit reports a line it cannot parse itself
+            return None
+
+    def _stateful(self, line, litConfig, test) -> bool:
+        """A line whose effect the next lines would see through the shell (cd, export)."""
+        def commands(node):
+            if isinstance(node, Pipeline):
+                yield from node.commands
+            elif isinstance(node, Seq):
+                yield from commands(node.lhs)
+                yield from commands(node.rhs)
+        tree = self._parse(line, litConfig, test)
+        return any(c.args[:1] and c.args[0] in _STATEFUL for c in commands(tree))
+
+    def _inprocess_line(self, line, litConfig, test):
+        """(negate, convgen args, merge stderr, FileCheck args) for a line this format runs
+        itself; None for any other line."""
+        tree = self._parse(line, litConfig, test)
+        if not isinstance(tree, Pipeline) or tree.negate or len(tree.commands) != 2:
+            return None
+        first, second = tree.commands
+        args = list(first.args)
+        negate = False
+        if args[:1] == ["not"]:
+            negate, args = True, args[1:]
+        n, f = len(self.convgen), len(self.filecheck)
+        if args[:n] != self.convgen or list(second.args[:f]) != self.filecheck:
+            return None
+        if second.redirects or any(r != _MERGE for r in first.redirects) or "not" in args[:1]:
+            return None
+        return negate, args[n:], bool(first.redirects), list(second.args[f:])
+
+    # ---- running ------------------------------------------------------------------------
+
+    def _run(self, test, litConfig, tmp_base, plan):
+        execdir = os.path.dirname(test.getExecPath())
+        timeout = test.config.maxIndividualTestTime or 0
+        deadline = time.monotonic() + timeout if timeout else None
+        log, metrics, code, timed_out = [], {}, 0, None
+        shell_lines: list[str] = []
+
+        def flush_shell() -> int:
+            if not shell_lines:
+                return 0
+            out, err, status, timeout_info, _ = runner.executeScriptInternal(
+                test, litConfig, tmp_base, list(shell_lines), execdir)
+            log.append(out + (f"# shell stderr:\n{err}" if err else ""))
+            shell_lines.clear()
+            nonlocal timed_out
+            timed_out = timed_out or timeout_info
+            return status
+
+        try:
+            for number, (line, parts) in enumerate(plan, 1):
+                if parts is None:
+                    shell_lines.append(line)
+                    continue
+                code = flush_shell()
+                if code:
+                    break
+                dbg, command = self._command(line)
+                log.append(f"# {dbg}\n# executed in the lit worker: {command.strip()}\n")
+                left = None if deadline is None else max(0.001, deadline - time.monotonic())
+                code, text = self._inprocess(test, parts, execdir, left)
+                log.append(text)
+                for name, value in _METRIC.findall(text):
+                    metrics.setdefault(name, float(value))
+                if code:
+                    break
+            else:
+                code = flush_shell()
+        except _Timeout:
+            code, timed_out = 1, f"Reached timeout of {timeout} seconds"
+            log.append(f"# error: the test ran past its timeout of {timeout} s\n")
+        status = lit.Test.PASS if code == 0 else (lit.Test.TIMEOUT if timed_out else lit.Test.FAIL)
+        output = f"Exit Code: {code}\n"
+        if timed_out:
+            output += f"Timeout: {timed_out}\n"
+        output += "\nCommand Output (stdout):\n--\n" + "".join(log) + "\n--\n"
+        result = lit.Test.Result(status, output)
+        for name, value in metrics.items():
+            result.addMetric(name, lit.Test.RealMetricValue(value))
+        return result
+
+    def _inprocess(self, test, parts, execdir, seconds):
+        """(exit status of the pipeline, what lit would show of it)."""
+        negate, args, merge, check_args = parts
+        with _alarm(seconds), _clean_state(test, execdir):
+            status, out, err = _call_convgen(args, merge)
+        if self.record:
+            _append(self.record, run_record(args, status, out, err))
+        if negate:
+            status = 0 if status else 1
+        with _alarm(seconds):
+            check_status, check_out, check_err = self._filecheck(check_args, out, test, execdir)
+        text = ""
+        if status or check_status:
+            text += _section("convgen stdout", out) + _section("convgen stderr", err)
+            text += _section("FileCheck stdout", check_out) + _section("FileCheck stderr", check_err)
+            if status:
+                text += f"# error: convgen{' (under not)' if negate else ''} exited with status {status}\n"
+            if check_status:
+                text += f"# error: FileCheck failed with exit status: {check_status}\n"
+        else:
+            text += "".join(line + "\n" for line in out.splitlines() if "RMS=" in line)
+        # with pipefail a pipeline's status is its last failing command's
+        return (check_status or status), text
+
+    def _filecheck(self, args, text, test, execdir):
+        if self.filecheck_inprocess:
+            from filecheck.main import main as filecheck_main
+            out, err = io.StringIO(), io.StringIO()
+            saved = os.getcwd()
+            try:
+                os.chdir(execdir)
+                with _stdin(text), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    try:
+                        status = filecheck_main(["filecheck", *args]) or 0
+                    except SystemExit as e:
+                        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            finally:
+                os.chdir(saved)
+            return status, out.getvalue(), err.getvalue()
+        import subprocess
+        p = subprocess.run([*self.filecheck, *args], input=text, capture_output=True, text=True,
+                           cwd=execdir, env=dict(test.config.environment))
+        return p.returncode, p.stdout, p.stderr
+
+    # ---- several GPUs -------------------------------------------------------------------
+
+    def _pin_gpu(self, test) -> None:
+        """Narrow this worker to one GPU, before anything in it touches one."""
+        if not self.gpu_env or len(self.gpus) < 2:
+            return
+        identity = multiprocessing.current_process()._identity
+        worker = identity[-1] - 1 if identity else 0
+        test.config.environment[self.gpu_env] = self.gpus[worker % len(self.gpus)]
+
+
+def _section(title: str, text: str) -> str:
+    if not text.strip():
+        return ""
+    return f"# .---{title}\n" + "".join(f"# | {line}\n" for line in text.splitlines()) + "# `---\n"
+
+
+@contextlib.contextmanager
+def _stdin(text: str):
+    import sys
+    saved = sys.stdin
+    sys.stdin = io.StringIO(text)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+@contextlib.contextmanager
+def _alarm(seconds):
+    """Raise _Timeout in this (the worker's main) thread when `seconds` pass."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _Timeout()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+_TORCH_SEED = None
+
+
+@contextlib.contextmanager
+def _clean_state(test, execdir):
+    """The environment, working directory and global seed a fresh convgen process would
+    have, put back afterwards; CUDA's cached blocks freed after the run."""
+    import sys
+    import warnings
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    os.environ.clear()
+    os.environ.update(test.config.environment)
+    os.environ["LIT_CURRENT_TESTCASE"] = test.getFullName()
+    os.chdir(execdir)
+    sys.argv = ["convgen"]
+    torch = sys.modules.get("torch")
+    global _TORCH_SEED
+    if torch is not None:
+        if _TORCH_SEED is None:
+            _TORCH_SEED = torch.initial_seed()
+        torch.manual_seed(_TORCH_SEED)
+    try:
+        with warnings.catch_warnings():
+            yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        sys.argv = saved_argv
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+def _call_convgen(args, merge: bool):
+    """(exit status, stdout, stderr) of `convgen ARGS` in this process."""
+    global _TORCH_SEED
+    from convgen import cli
+    out = io.StringIO()
+    err = out if merge else io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(list(args))
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception:   # a bug: its traceback and status 1, as the process would give
+            import traceback
+            traceback.print_exc()
+            status = 1
+    if _TORCH_SEED is None:
+        import sys
+        if "torch" in sys.modules:
+            _TORCH_SEED = sys.modules["torch"].initial_seed()
+    return status or 0, out.getvalue(), "" if merge else err.getvalue()
+
+
+def run_record(argv, status: int, stdout: str, stderr: str) -> dict:
+    """What scripts/suite-bits keeps of one convgen run: its arguments, exit status, last
+    bits line, last metrics line and error line."""
+    lines = stdout.splitlines()
+    bits = [ln for ln in lines if _BITS.match(ln)]
+    metrics = [ln for ln in lines if ln.startswith("# RMS=")]
+    return {"args": " ".join(argv), "argv": list(argv), "rc": status,
+            "bits": bits[-1] if bits else None, "metrics": metrics[-1] if metrics else None,
+            "error": next((ln for ln in (stderr or stdout).splitlines() if "convgen: error" in ln), None)}
+
+
+def _append(path: str, record: dict) -> None:
+    """One JSON line, whole, however many workers write at once."""
+    import fcntl
+    import json
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps(record) + "\n")
