@@ -949,6 +949,17 @@ def layer_args(layer, batch: int) -> list[str]:
     return out
 
 
+def model_run_line(layer, batch: int, direction: str, dtype: str, layouts: tuple[str, str, str]) -> str:
+    """A RUN line testing one layer of models.py with the suite's substitutions (input,
+    filter and output layouts given as letters)."""
+    lay_in, lay_fil, lay_out = layouts
+    return (f"%convgen --operation {_DIRECTION_OPERATION[direction]} -t {dtype} "
+            f"-in_layout={lay_in} -fil_layout={lay_fil} -out_layout={lay_out} "
+            + " ".join(layer_args(layer, batch))
+            + " %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold "
+              "%abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s")
+
+
 def command_type(words: list[str]) -> str | None:
     """The element type a convgen command line (as words) tests: its MIOpenDriver command's
     (whose -t is a timing flag), or its -t value; f32 when neither is given; None for an

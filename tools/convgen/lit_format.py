@@ -212,7 +212,7 @@ class ConvgenTest(lit.formats.ShTest):
         with _alarm(seconds), _clean_state(test, execdir):
             status, out, err = _call_convgen(args, merge)
         if self.record:
-            _append(self.record, run_record(args, status, out, err))
+            _append(self.record, run_record(args, status, out, err, test.getFullName()))
         if negate:
             status = 0 if status else 1
         with _alarm(seconds):
@@ -352,15 +352,19 @@ def _call_convgen(args, merge: bool):
     return status or 0, out.getvalue(), "" if merge else err.getvalue()
 
 
-def run_record(argv, status: int, stdout: str, stderr: str) -> dict:
+def run_record(argv, status: int, stdout: str, stderr: str, test: str | None = None) -> dict:
     """What scripts/suite-bits keeps of one convgen run: its arguments, exit status, last
-    bits line, last metrics line and error line."""
+    bits line, last metrics line and error line; and, for benchmarks/bench_suite.py, the
+    lit test it belongs to and the seconds of its stages (the `# convgen: time` line)."""
     lines = stdout.splitlines()
     bits = [ln for ln in lines if _BITS.match(ln)]
     metrics = [ln for ln in lines if ln.startswith("# RMS=")]
+    stages = next((ln for ln in lines if ln.startswith("# convgen: time ")), "")
     return {"args": " ".join(argv), "argv": list(argv), "rc": status,
             "bits": bits[-1] if bits else None, "metrics": metrics[-1] if metrics else None,
-            "error": next((ln for ln in (stderr or stdout).splitlines() if "convgen: error" in ln), None)}
+            "error": next((ln for ln in (stderr or stdout).splitlines() if "convgen: error" in ln), None),
+            "test": test or os.environ.get("LIT_CURRENT_TESTCASE"),
+            "stage_seconds": sum(float(v) for v in re.findall(r"([0-9.]+)s\b", stages))}
 
 
 def _append(path: str, record: dict) -> None:

@@ -143,3 +143,34 @@ def selector_set() -> list[tuple]:
             if q:
                 out.append(q.pop(0))
     return out
+
+
+# The suite benchmark's configuration list (benchmarks/bench_suite.py --configs N): small
+# real problems, every layer above at batch 1 whose useful work is at most SUITE_MAX_FLOPS,
+# in every direction, 16- and 32-bit type and channel order, taken round-robin over the
+# networks so the first N span them all.
+SUITE_MAX_FLOPS = 2**32
+SUITE_TYPES = ("f16", "bf16", "f32")
+SUITE_LAYOUTS = (("nhwc", "kyxc", "nhwk"), ("nchw", "kcyx", "nkhw"))
+
+
+def _flops(layer, batch: int) -> int:
+    c, k, hw, f, s, pad, g = layer[:7]
+    out = (hw + 2 * pad - dilation(layer) * (f - 1) - 1) // s + 1
+    return 2 * batch * k * (c // g) * out * out * f * f
+
+
+def suite_set(count: int) -> list[tuple]:
+    """(network, layer, direction, type, (input, filter, output) layouts) of the first
+    `count` configurations."""
+    queues = []
+    for net, layers in NETWORKS.items():
+        queues.append([(net, layer, d, t, lay) for t in SUITE_TYPES for lay in SUITE_LAYOUTS
+                       for layer in layers if _flops(layer, 1) <= SUITE_MAX_FLOPS
+                       for d in ("fwd", "bwd_data", "bwd_weight")])
+    out = []
+    while len(out) < count and any(queues):
+        for q in queues:
+            if q and len(out) < count:
+                out.append(q.pop(0))
+    return out
