@@ -1051,10 +1051,11 @@ def main(argv: list[str] | None = None) -> int:
             if wants_help:
                 print(usage(TUNE_FLAGS), end="")
                 return 0
-            from convgen.tune import report_tuning, tune
+            from convgen.tune import report_problem, report_tuning, tune
             args = parse_tune(argv[1:])
             return report_tuning(tune(args["configs"], args["db"], args["jobs"],
-                                      args["max_configs"], args["allow_cpu"]), args["db"])
+                                      args["max_configs"], args["allow_cpu"],
+                                      done=report_problem), args["db"])
         if argv and argv[0] in ("train-selector", "eval-selector"):
             if wants_help:
                 print(usage(SELECTOR_FLAGS), end="")

@@ -39,12 +39,20 @@ class TuneResult:
 
 
 def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
-         max_configs: int | None = None, allow_cpu: bool = False, progress: bool = True) -> list[TuneResult]:
+         max_configs: int | None = None, allow_cpu: bool = False, progress: bool = True,
+         done=None) -> list[TuneResult]:
+    """Tune each problem in turn; `done(result)` hears of each as it finishes (a run
+    stopped early has said what it did)."""
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
+    results = []
     with TuningDB(db_path) as db:
-        return [_tune_one(c, db, be, jobs or os.cpu_count() or 1, max_configs, allow_cpu, progress)
-                for c in configs]
+        for c in configs:
+            results.append(_tune_one(c, db, be, jobs or os.cpu_count() or 1, max_configs,
+                                     allow_cpu, progress))
+            if done is not None:
+                done(results[-1])
+    return results
 
 
 def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress) -> TuneResult:
@@ -175,13 +183,17 @@ def _short(p) -> str:
             f"{p.y}x{p.x}/s{p.stride_h}")
 
 
-def report_tuning(results: list[TuneResult], db_path: str) -> int:
-    """One line per problem and a total; exit 0 (a problem with no valid config is reported,
+def report_problem(r: TuneResult) -> None:
+    """One line for a problem as it finishes (a problem with no valid config is reported,
     not an error: the database says why for each config)."""
     from convgen import report
-    for r in results:
-        best = f"best {r.best_ms:.3f} ms {r.best}" if r.best else r.note
-        report.say(f"convgen tune: {r.problem}: {r.measured} timed, {r.skipped} already "
-                   f"measured, {r.invalid} invalid, {r.seconds:.1f} s; {best}")
+    best = f"best {r.best_ms:.3f} ms {r.best}" if r.best else r.note
+    report.say(f"convgen tune: {r.problem}: {r.measured} timed, {r.skipped} already "
+               f"measured, {r.invalid} invalid, {r.seconds:.1f} s; {best}")
+
+
+def report_tuning(results: list[TuneResult], db_path: str) -> int:
+    """The total; exit 0."""
+    from convgen import report
     report.say(f"convgen tune: {len(results)} problem(s) in {db_path}")
     return 0
