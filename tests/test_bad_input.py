@@ -44,7 +44,7 @@ def one_error(capsys, argv) -> str:
     (["-rand", "1e20"], "invalid value '1e20' for -rand"),
     (["-rand", "99999999999999999999"], "a seed from 0 to 4294967295"),
     (["-rand_type", "int", "-rand_min", "-1e20", "-rand_max", "1e20", "-t", "f32"],
-     "-rand_min/-rand_max: integer draws need a range within +-2^53"),
+     "-rand_min/-rand_max: integer draws choose among at most 2^32 values"),
     (["-rand_min", "-1e6", "-rand_max", "1e6"], "does not fit in f16 (largest finite value 65504)"),
     (["-pv_with_gpu", "-ref_accumulate", "4"], "-ref_accumulate with -pv_with_gpu"),
     (["--json", ""], "--json: needs a path"),

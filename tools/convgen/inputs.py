@@ -6,9 +6,12 @@ study's range away from zero: both signs keep the cancellation that a real layer
 errors); |x| >= 1 keeps subnormals and near-zero outputs rare, which is where fp16's
 relative differences blow up without any bug.
 
-Inputs are generated on the CPU from a seed (so the same seed gives the same data on
-every device), stored in the tensor's memory layout, and returned as logical-order views
-(see problem.py). Importing this module does not import torch; drawing does.
+Inputs are drawn where they are used, from a counter-based generator (Philox, as
+`tl.rand` has; kernels/draw.py): the same seed gives the same numbers on the interpreter,
+NVIDIA and AMD, and a GPU draws 200M elements in milliseconds where the CPU took seconds.
+They are stored in the tensor's memory layout, element i of the layout taking Philox
+counter i, and returned as logical-order views (see problem.py). Importing this module
+does not import torch; drawing does.
 
 Guard bands: every tensor lives inside a larger allocation, with margins of
 guard_elements() on both sides. An input's margins hold NaN (integers: their minimum), so
@@ -26,7 +29,7 @@ from convgen.options import FIXED_PATTERN, DataSpec
 from convgen.problem import ConvProblem
 
 MAX_SEED = 2**32 - 1   # rocmlir-gen seeds srand(), an unsigned int
-MAX_INT_DRAW = 2**53   # integer draws stay exact in float64
+MAX_INT_VALUES = 2**32  # integer draws choose among at most this many values (kernels/draw.py)
 # A margin covers one step of the outermost dimension (a GEMM row past the end of a
 # row-major tensor lands there), at least GUARD_MIN and at most GUARD_MAX elements.
 GUARD_MIN = 4096
@@ -104,8 +107,8 @@ def validate(spec: DataSpec, problem: ConvProblem) -> None:
             raise ConvgenError(f"random range [{lo:g}, {hi:g}] does not fit in {t.name} "
                                f"(largest finite value {t.max_finite:g})", field="rand_range")
         if (spec.rand_type or ("int" if t.is_int else "float")) == "int" and \
-                max(abs(lo), abs(hi)) > MAX_INT_DRAW:
-            raise ConvgenError(f"integer draws need a range within +-2^53, got [{lo:g}, {hi:g}]",
+                round(hi) - round(lo) + 1 > MAX_INT_VALUES:
+            raise ConvgenError(f"integer draws choose among at most 2^32 values, got [{lo:g}, {hi:g}]",
                                field="rand_range")
     if spec.side != "both" and spec.side not in problem.reads:
         raise ConvgenError(
@@ -113,27 +116,28 @@ def validate(spec: DataSpec, problem: ConvProblem) -> None:
             f"(inputs: {', '.join(problem.reads)})", field="rand_side")
 
 
-def _fill(shape, spec: DataSpec, problem: ConvProblem, salt: int):
+def _fill(t, spec: DataSpec, problem: ConvProblem, salt: int) -> None:
+    """Fill t (contiguous, in its layout) as spec says; salt tells the tensors apart."""
     import torch
     if spec.mode == "none":
-        return torch.ones(shape, dtype=torch.float64)
+        t.fill_(1)
+        return
     if spec.mode == "fixed":
-        numel = 1
-        for d in shape:
-            numel *= d
-        pat = torch.tensor(FIXED_PATTERN, dtype=torch.float64)
-        idx = (torch.arange(numel) + salt) % len(FIXED_PATTERN)
-        return pat[idx].reshape(shape)
+        pattern = torch.tensor(FIXED_PATTERN, dtype=torch.float64, device=t.device)
+        idx = (torch.arange(t.numel(), device=t.device) + salt) % len(FIXED_PATTERN)
+        t.view(-1).copy_(pattern[idx])
+        return
+    from convgen import backend
+    from convgen.kernels import draw
     lo, hi = _range(spec, problem)
-    rtype = spec.rand_type or ("int" if problem.dtype.is_int else "float")
-    gen = torch.Generator().manual_seed(spec.seed * 1000003 + salt)
-    if rtype == "int":
-        ilo, ihi = int(round(lo)), int(round(hi))
-        return torch.randint(ilo, ihi + 1, shape, generator=gen).to(torch.float64)
-    x = torch.rand(shape, generator=gen, dtype=torch.float64) * (hi - lo) + lo
-    if spec.both_signs:
-        x = torch.where(torch.rand(shape, generator=gen) < 0.5, -x, x)
-    return x
+    integers = (spec.rand_type or ("int" if problem.dtype.is_int else "float")) == "int"
+    seed = spec.seed * 1000003 + salt
+    if t.device.type == "cpu" and not backend.interpreter_requested():
+        # host tensors on a GPU machine (tests, tools): the same numbers, from numpy
+        t.view(-1).copy_(torch.from_numpy(draw.uniform_numpy(t.numel(), seed, lo, hi, integers,
+                                                             spec.both_signs)))
+        return
+    draw.fill_uniform(t, seed, lo, hi, integers, spec.both_signs, t.device.type == "cpu")
 
 
 def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict:
@@ -145,13 +149,12 @@ def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict:
     dt = problem.dtype.torch_dtype
     for salt, name in enumerate(problem.reads):
         phys = problem.physical_shape(name)
-        if spec.side not in ("both", name):
-            data = torch.ones(phys, dtype=torch.float64)
-        else:
-            data = _fill(phys, spec, problem, salt + 1)
         t, buf, _ = _guarded(phys, dt, device)
         buf.fill_(float("nan") if dt.is_floating_point else torch.iinfo(dt).min)
-        t.copy_(data.to(dt))
+        if spec.side not in ("both", name):
+            t.fill_(1)
+        else:
+            _fill(t, spec, problem, salt + 1)
         out[name] = t.permute(problem.to_logical_perm(name))
     return out
 
