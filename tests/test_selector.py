@@ -111,10 +111,14 @@ def test_folds_never_split_a_shape(problems):
 def test_evaluation_reports_efficiency_against_the_oracle(problems):
     result = selector.evaluate(problems, folds=5, trees=TREES)
     assert result["problems"] == len(problems) and result["rows"] == sum(len(p.configs) for p in problems)
-    for who in ("model", "rule", "single"):
+    for who in ("selector", "model", "rule", "single"):
         s = result["families"]["overall"][who]
         assert 0 <= s["min"] <= s["p10"] <= s["mean"] <= 1
-    assert result["overall"] == {k: result["families"]["overall"]["model"][k] for k in ("mean", "p10", "min")}
+    assert result["overall"] == {k: result["families"]["overall"]["selector"][k] for k in ("mean", "p10", "min")}
+    # the selector takes the rule exactly in the families its training folds kept for it
+    for row in result["per_problem"]:
+        kept = set(row["families"]) & set(row["rule_families"])
+        assert row["selector"] == (row["rule"] if kept and row["rule"] is not None else row["model"])
     assert {"fwd", "bwd_data", "bwd_weight", "batch<=8", "1x1", "3x3", "stem"} <= set(result["families"])
     # each efficiency is the chosen config's measured TFLOPS over the best measured
     by_text = {p.problem.describe(): p for p in problems}
@@ -277,3 +281,23 @@ def test_a_damaged_model_named_on_the_command_line_stops_the_run(tmp_path):
     p = _convgen("-p", "-x2", "-selector", str(bad), "-tuning_db", "none")
     assert p.returncode == 2 and f"selector model '{bad}' cannot be used" in p.stderr
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("convgen: error: -selector")
+
+
+def test_rule_families_are_where_the_rule_won_on_enough_problems():
+    def row(fams, model, rule):
+        return {"families": fams, "model": model, "rule": rule}
+    rows = ([row(["fwd", "depthwise"], 0.5, 1.0)] * 5 + [row(["fwd", "1x1"], 1.0, 0.4)] * 5
+            + [row(["bwd_data", "stem"], 0.2, 0.9)] * 4)            # 4: too few to judge
+    assert selector.rule_families(rows) == ["depthwise"]
+
+
+def test_a_family_the_model_keeps_the_rule_for_takes_the_rule(tmp_path, problems, model, on_h100):
+    prob = next(p for p in problems if p.problem.direction.name == "fwd")
+    kept = selector.families_of(prob.problem)[1]
+    path = str(tmp_path / "sm90.json")
+    selector.Model(model.text, {"arch": "sm90", "rule_families": [kept]}).save(path)
+    monkey_loaded = selector._LOADED.pop(path, None)
+    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    assert cfg == kconfig.choose(prob.problem, SM90, True)
+    assert f"sm90.json keeps the rule for {kept} problems" in source
+    assert monkey_loaded is None

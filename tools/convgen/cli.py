@@ -853,7 +853,7 @@ SELECTOR_FLAGS = _table(
         ("warm_start", "warm_start", _str,
          "train-selector: a model to continue from (its trees kept, more added)", "none"),
         ("trees", "trees", _size, "boosting rounds (a warm start adds fewer)", "300"),
-        ("folds", "folds", _size, "eval-selector: cross-validation folds, grouped by shape", "5"),
+        ("folds", "folds", _size, "cross-validation folds, grouped by shape (eval-selector; train-selector learns from them the families that keep the rule)", "5"),
         ("json", "json", _str, "eval-selector: write the evaluation here as JSON", "none"),
     ]))
 

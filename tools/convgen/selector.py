@@ -458,6 +458,10 @@ def choose(problem, backend, given: str | None = ""):
     if model.arch != backend.arch:
         raise ConvgenError(f"selector model '{path}' is for {model.arch}, not {backend.arch}",
                            field="selector")
+    kept = set(model.meta.get("rule_families") or ()) & set(families_of(problem))
+    if kept:
+        return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
+                      "problems (it beat the model in cross-validation)"), None
     candidates = kconfig.space(problem, backend)
     dev = Device(backend.arch, backend.device_name())
     predicted = model.predict(problem, candidates, dev)
@@ -486,7 +490,12 @@ def group_folds(problems: list[Problem], folds: int) -> list[int]:
 
 def families(prob: Problem) -> list[str]:
     """The shape families a problem is reported under (besides "overall")."""
-    p = prob.problem
+    return families_of(prob.problem)
+
+
+def families_of(p) -> list[str]:
+    """The families of a ConvProblem: its direction, one of depthwise, stem (fewer than 16
+    input channels), 1x1, 3x3 or the filter's size, and batch<=8 for small batches."""
     out = [p.direction.name]
     if p.c == 1 and p.g > 1:
         out.append("depthwise")
@@ -512,22 +521,38 @@ def _summary(effs: list[float]) -> dict:
             "min": float(a.min())}
 
 
-def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dict:
-    """Cross-validation grouped by shape: each fold's model picks a config for every problem
-    of the held-out shapes; efficiency = that config's measured TFLOPS / the best measured.
-    Beside it: the fixed rule (kernels/config.default_config) and the single config that
-    does best on the training folds, per direction."""
+# A family where the fixed rule beat the model in cross-validation keeps the rule (the
+# seed's advice for its hardest family, tiny M): with fewer problems than this the
+# comparison says nothing.
+MIN_FAMILY = 5
+
+
+def rule_families(per_problem: list[dict]) -> list[str]:
+    """The families (of at least MIN_FAMILY problems) in which the rule's mean efficiency
+    beat the model's, in cross-validation results (evaluate()'s per_problem)."""
+    out = []
+    for name in sorted({fam for r in per_problem for fam in r["families"]}):
+        rows = [r for r in per_problem if name in r["families"] and r["rule"] is not None]
+        if len(rows) >= MIN_FAMILY and (sum(r["rule"] for r in rows) > sum(r["model"] for r in rows)):
+            out.append(name)
+    return out
+
+
+def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool) -> tuple[list, list]:
+    """(one row per problem, selection seconds): each fold's model picks for the problems of
+    the held-out shapes. With `inner`, each fold also learns, by cross-validation on its
+    own training shapes alone, the families that keep the rule (rule_families), and the
+    row's "selector" is what a run with that model would take."""
     from convgen.kernels import config as kconfig
     fold_of = group_folds(problems, folds)
-    picks: dict[str, list] = {"model": [], "rule": [], "single": []}
-    per_problem = []
-    select_s = []
+    per_problem, select_s = [], []
     for f in range(folds):
         train_set = [p for p, g in zip(problems, fold_of) if g != f]
         test_set = [p for p, g in zip(problems, fold_of) if g == f]
         assert not {p.shape for p in train_set} & {p.shape for p in test_set}
         model = Model.of(train(train_set, trees), {"arch": problems[0].device.arch})
         single = _single_best(train_set)
+        keep_rule = rule_families(_cross_validate(train_set, folds - 1, trees, False)[0]) if inner else []
         for prob in test_set:
             t0 = time.perf_counter()
             pred = model.predict(prob.problem, prob.configs, prob.device)
@@ -539,11 +564,26 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dic
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
             one = single.get(prob.problem.direction.name)
             single_eff = prob.tflops[texts.index(one)] / prob.best if one in texts else 0.0
+            fams = families(prob)
+            model_eff = prob.tflops[chosen] / prob.best
+            ruled = bool(set(fams) & set(keep_rule)) and rule_eff is not None
             per_problem.append({
-                "problem": prob.problem.describe(), "fold": f, "families": families(prob),
+                "problem": prob.problem.describe(), "fold": f, "families": fams,
                 "best_tflops": prob.best, "chosen": texts[chosen],
-                "predicted_tflops": float(pred[chosen]), "model": prob.tflops[chosen] / prob.best,
-                "rule": rule_eff, "single": single_eff})
+                "predicted_tflops": float(pred[chosen]), "model": model_eff,
+                "rule": rule_eff, "single": single_eff,
+                "selector": rule_eff if ruled else model_eff, "rule_families": keep_rule})
+    return per_problem, select_s
+
+
+def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dict:
+    """Cross-validation grouped by shape: each fold's model picks a config for every problem
+    of the held-out shapes; efficiency = that config's measured TFLOPS / the best measured.
+    Beside it: the fixed rule (kernels/config.default_config), the single config that does
+    best on the training folds per direction, and the selector as a run uses it (the
+    model, or the rule in the families where the training folds' own cross-validation
+    preferred it). `overall` is the selector's."""
+    per_problem, select_s = _cross_validate(problems, folds, trees, True)
     out = {"folds": folds, "problems": len(problems), "shapes": len({p.shape for p in problems}),
            "rows": sum(len(p.configs) for p in problems),
            "selection_ms": 1e3 * sorted(select_s)[len(select_s) // 2],
@@ -553,8 +593,8 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dic
     for name in names:
         rows = [r for r in per_problem if name == "overall" or name in r["families"]]
         table[name] = {who: _summary([r[who] for r in rows if r[who] is not None])
-                       for who in ("model", "rule", "single")}
-    out["overall"] = {k: table["overall"]["model"][k] for k in ("mean", "p10", "min")}
+                       for who in ("selector", "model", "rule", "single")}
+    out["overall"] = {k: table["overall"]["selector"][k] for k in ("mean", "p10", "min")}
     out["families"] = table
     out["per_problem"] = per_problem
     return out
@@ -580,13 +620,16 @@ def _pct(summary: dict, what: str) -> str:
 
 
 def evaluation_table(result: dict) -> list[str]:
-    """The evaluation as a Markdown table: per family, the model's, the fixed rule's and the
-    single best config's mean / P10 / min efficiency (fractions of the oracle)."""
-    lines = ["| family | problems | model mean | model P10 | model min | rule mean | rule P10 | "
-             "rule min | single best mean |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """The evaluation as a Markdown table: per family, the selector's (what a run takes),
+    the model's alone, the fixed rule's and the single best config's mean / P10 / min
+    efficiency (fractions of the oracle)."""
+    lines = ["| family | problems | selector mean | P10 | min | model mean | P10 | min | "
+             "rule mean | P10 | min | single best mean |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, row in result["families"].items():
-        m, r, s = row["model"], row["rule"], row["single"]
-        lines.append(f"| {name} | {m['count']} | {_pct(m, 'mean')} | {_pct(m, 'p10')} | "
+        c, m, r, s = row["selector"], row["model"], row["rule"], row["single"]
+        lines.append(f"| {name} | {m['count']} | {_pct(c, 'mean')} | {_pct(c, 'p10')} | "
+                     f"{_pct(c, 'min')} | {_pct(m, 'mean')} | {_pct(m, 'p10')} | "
                      f"{_pct(m, 'min')} | {_pct(r, 'mean')} | {_pct(r, 'p10')} | {_pct(r, 'min')} | "
                      f"{_pct(s, 'mean')} |")
     return lines
@@ -633,13 +676,18 @@ def main(command: str, args: dict) -> int:
         return 0
     t0 = time.perf_counter()
     booster = train(problems, args["trees"] or TREES, warm)
+    # the families where the rule beat the model in cross-validation keep the rule
+    keep_rule = rule_families(_cross_validate(problems, args["folds"], args["trees"] or TREES,
+                                              False)[0]) if len({p.shape for p in problems}) >= args["folds"] else []
     meta = {"arch": args["arch"], "problems": len(problems), "shapes": shapes, "rows": rows,
             "trees": booster.num_trees(), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "database": os.path.basename(args["db"]),
-            "warm_start": os.path.basename(args["warm_start"]) if warm else None}
+            "warm_start": os.path.basename(args["warm_start"]) if warm else None,
+            "rule_families": keep_rule}
     Model.of(booster, meta).save(out)
     report.say(f"train-selector: {booster.num_trees()} trees in {time.perf_counter() - t0:.1f} s "
-               f"-> {out} ({os.path.getsize(out) // 1024} KiB)")
+               f"-> {out} ({os.path.getsize(out) // 1024} KiB); the rule kept for: "
+               f"{', '.join(keep_rule) or 'no family'}")
     return 0
 
 
