@@ -1,0 +1,99 @@
+"""The learned selector at run time: loading the shipped model, picking a config, and the
+picked configs checked against the reference.
+
+    python benchmarks/bench_selector.py [--json out.json]
+
+1. Loading: `selector.load` of tuning/models/<arch>.json in this process (torch already
+   imported, as in a convgen run).
+2. Selection: `selector.choose` (the tuning space built, every candidate's features and
+   prediction) for every layer of the network tables at batch 1, 32 and 256, f16, all
+   three directions; median and maximum.
+3. Checked: convgen runs of a few of those problems with no tuning database (so the model
+   picks), against the GPU reference: the `#` config line and the bits.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import torch  # noqa: E402,F401  (a convgen run has it imported before the selector loads)
+
+from convgen import cli, dtypes, models, report, selector  # noqa: E402
+from convgen.backend import current  # noqa: E402
+from convgen.errors import ConvgenError  # noqa: E402
+from convgen.problem import make_problem  # noqa: E402
+
+LAYOUTS = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
+CHECKED = [("resnet50", 2, 32, "fwd"), ("resnet50", 6, 32, "bwd_weight"), ("mobilenet_v2", 2, 8, "bwd_data"),
+           ("efficientnet_b0", 14, 32, "fwd"), ("vgg16", 4, 8, "bwd_weight"), ("unet", 9, 1, "bwd_data")]
+
+
+def _problem(layer, batch, direction):
+    c, k, hw, f, s, pad, g = layer[:7]
+    d = models.dilation(layer)
+    return make_problem(direction=direction, dtype=dtypes.elem_type("f16"), n=batch, g=g, c_total=c,
+                        k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), dilation=(d, d),
+                        pad=(pad,) * 4, layouts=LAYOUTS)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    be = current()
+    path = selector.resolve("", be.arch)
+    if path is None:
+        sys.exit(f"bench_selector: no model for {be.arch} in {selector.MODELS_DIR}")
+    t0 = time.perf_counter()
+    selector.load(path)
+    load_s = time.perf_counter() - t0
+    times, picked = [], 0
+    for layers in models.NETWORKS.values():
+        for layer in layers:
+            for batch in (1, 32, 256):
+                for direction in ("fwd", "bwd_data", "bwd_weight"):
+                    try:
+                        p = _problem(layer, batch, direction)
+                    except ConvgenError:   # a tensor past 2^31 elements (U-Net at batch 256)
+                        continue
+                    t0 = time.perf_counter()
+                    cfg, _, _ = selector.choose(p, be, path)
+                    times.append(time.perf_counter() - t0)
+                    picked += cfg is not None
+    print(f"load {1e3 * load_s:.1f} ms; choose: median {1e3 * statistics.median(times):.2f} ms, "
+          f"max {1e3 * max(times):.2f} ms over {len(times)} problems ({picked} picked by the model)",
+          flush=True)
+    checks = []
+    for net, index, batch, direction in CHECKED:
+        layer = models.NETWORKS[net][index]
+        argv = ["--operation", {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
+                                "bwd_weight": "conv2d_bwd_weight"}[direction], "-t", "f16",
+                "-in_layout=nhwc", "-fil_layout=kyxc", "-out_layout=nhwk",
+                *cli.layer_args(layer, batch), "-pv_with_gpu", "-x2", "-tuning_db", "none"]
+        p = subprocess.run([sys.executable, "-m", "convgen", *argv], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tools")})
+        lines = p.stdout.splitlines()
+        config = next((ln for ln in lines if "config " in ln), "")
+        bits = lines[-1] if lines else p.stderr.strip()
+        checks.append({"problem": f"{net} layer {index + 1} batch {batch} {direction}",
+                       "config_line": config, "bits": bits, "exit": p.returncode})
+        print(f"{checks[-1]['problem']}: {bits}  {config[config.find('config'):][:160]}", flush=True)
+    if args.json:
+        report.write_json(args.json, {"device": be.arch, "model": os.path.basename(path),
+                                      "load_ms": 1e3 * load_s,
+                                      "choose_ms_median": 1e3 * statistics.median(times),
+                                      "choose_ms_max": 1e3 * max(times), "problems": len(times),
+                                      "picked_by_model": picked, "checks": checks,
+                                      "command": "python benchmarks/bench_selector.py"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
