@@ -78,7 +78,8 @@ def main() -> int:
                 "-in_layout=nhwc", "-fil_layout=kyxc", "-out_layout=nhwk",
                 *cli.layer_args(layer, batch), "-pv_with_gpu", "-x2", "-tuning_db", "none"]
         p = subprocess.run([sys.executable, "-m", "convgen", *argv], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tools")})
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                               p for p in (os.path.join(ROOT, "tools"), os.environ.get("PYTHONPATH")) if p)})
         lines = p.stdout.splitlines()
         config = next((ln for ln in lines if "config " in ln), "")
         bits = lines[-1] if lines else p.stderr.strip()

@@ -301,3 +301,36 @@ def test_a_family_the_model_keeps_the_rule_for_takes_the_rule(tmp_path, problems
     assert cfg == kconfig.choose(prob.problem, SM90, True)
     assert f"sm90.json keeps the rule for {kept} problems" in source
     assert monkey_loaded is None
+
+
+def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems, model, on_h100):
+    """Trained on channels-last f16/bf16 only: an NCHW or fp8 problem is the rule's."""
+    from convgen import dtypes
+    from convgen.problem import make_problem
+    path = str(tmp_path / "sm90.json")
+    covered = sorted({selector.coverage(p.problem) for p in problems})
+    selector.Model(model.text, {"arch": "sm90", "coverage": covered}).save(path)
+    assert "f16 channels-last" in covered and not any("first" in c for c in covered)
+    nchw = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=4, g=1, c_total=64,
+                        k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1),
+                        layouts={"input": "nchw", "filter": "kcyx", "output": "nkhw"})
+    cfg, source = kconfig.select(nchw, SM90, True, None, None, path)
+    assert cfg == kconfig.choose(nchw, SM90, True)
+    assert "sm90.json was trained on no f16 channels-first problem" in source
+    fp8 = make_problem(direction="bwd_data", dtype=dtypes.elem_type("fp8_e4m3"), n=2, g=1, c_total=6,
+                       k_total=8, hi=9, wi=9, y=3, x=3, stride=(2, 2), pad=(1, 1, 1, 1),
+                       layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
+    assert "trained on no fp8_e4m3 channels-last problem" in kconfig.select(fp8, SM90, True, None, None, path)[1]
+
+
+def test_the_fold_is_no_candidate_for_fp8():
+    """Its copy kernels cannot fill fp8 (Triton casts no integer 0 to fp8): seen on the H100,
+    where a model picked s2d=1 for an fp8 stem-like problem and the run could not compile."""
+    from convgen import dtypes
+    from convgen.problem import make_problem
+    p = make_problem(direction="bwd_data", dtype=dtypes.elem_type("fp8_e4m3"), n=2, g=1, c_total=6,
+                     k_total=8, hi=9, wi=9, y=3, x=3, stride=(2, 2), pad=(1, 1, 1, 1),
+                     layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
+    assert not [c for c in kconfig.space(p, SM90) if c.s2d]
+    with pytest.raises(ConvgenError, match="s2d=1: fp8_e4m3: the fold's copies move 16- and 32-bit"):
+        kconfig.choose(p, SM90, True, {"s2d": 1})

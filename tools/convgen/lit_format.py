@@ -89,7 +89,7 @@ class ConvgenTest(lit.formats.ShTest):
 
     def execute(self, test, litConfig):
         self._pin_gpu(test)
-        if not self.inprocess or test.allowed_retries:
+        if not self.inprocess or test.allowed_retries or _TAINTED:
             return super().execute(test, litConfig)
         if test.config.unsupported:
             return lit.Test.Result(lit.Test.UNSUPPORTED, "Test is unsupported")
@@ -196,6 +196,10 @@ class ConvgenTest(lit.formats.ShTest):
         except _Timeout:
             code, timed_out = 1, f"Reached timeout of {timeout} seconds"
             log.append(f"# error: the test ran past its timeout of {timeout} s\n")
+            # what the run left half done (a lock, a stream, a cache) stays in this worker:
+            # its later tests go through the shell
+            global _TAINTED
+            _TAINTED = True
         status = lit.Test.PASS if code == 0 else (lit.Test.TIMEOUT if timed_out else lit.Test.FAIL)
         output = f"Exit Code: {code}\n"
         if timed_out:
@@ -209,8 +213,10 @@ class ConvgenTest(lit.formats.ShTest):
     def _inprocess(self, test, parts, execdir, seconds):
         """(exit status of the pipeline, what lit would show of it)."""
         negate, args, merge, check_args = parts
-        with _alarm(seconds), _clean_state(test, execdir):
-            status, out, err = _call_convgen(args, merge)
+        with _clean_state(test, execdir):
+            _warm()   # imports are the worker's, not the test's: never cut by its alarm
+            with _alarm(seconds):
+                status, out, err = _call_convgen(args, merge)
         if self.record:
             _append(self.record, run_record(args, status, out, err, test.getFullName()))
         if negate:
@@ -297,6 +303,18 @@ def _alarm(seconds):
 
 
 _TORCH_SEED = None
+_TAINTED = False      # a run of this worker was stopped by its timeout
+
+
+def _warm() -> None:
+    """Import what every run needs (torch, Triton, the stages), once per worker, in the
+    test's environment (Triton reads TRITON_INTERPRET when kernels are defined). An import
+    cut short by an alarm would leave a half-built module behind for every later test."""
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+
+    from convgen import cli, driver, inputs, reference, verify  # noqa: F401
+    from convgen.kernels import launch  # noqa: F401
 
 
 @contextlib.contextmanager

@@ -462,7 +462,16 @@ def choose(problem, backend, given: str | None = ""):
     if kept:
         return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
                       "problems (it beat the model in cross-validation)"), None
-    candidates = kconfig.space(problem, backend)
+    kind = coverage(problem)
+    if "coverage" in model.meta and kind not in model.meta["coverage"]:
+        return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
+    candidates = []
+    for cfg in kconfig.space(problem, backend):
+        try:
+            kconfig.validate(cfg, problem, backend, True)
+        except ConvgenError:
+            continue   # not a config of this problem here (the model never learnt it fails)
+        candidates.append(cfg)
     dev = Device(backend.arch, backend.device_name())
     predicted = model.predict(problem, candidates, dev)
     best = int(predicted.argmax())
@@ -486,6 +495,14 @@ def group_folds(problems: list[Problem], folds: int) -> list[int]:
         fold_of[shape] = f
         load[f] += n
     return [fold_of[prob.shape] for prob in problems]
+
+
+def coverage(p) -> str:
+    """The kind of problem a model must have been trained on to be asked about p: its type
+    and whether its tensors keep channels innermost (the kernels open to it differ)."""
+    lay = p.layouts
+    last = lay["input"][-1] == "c" and lay["filter"][-1] == "c" and lay["output"][-1] == "k"
+    return f"{p.dtype.name} {'channels-last' if last else 'channels-first'}"
 
 
 def families(prob: Problem) -> list[str]:
@@ -683,7 +700,9 @@ def main(command: str, args: dict) -> int:
             "trees": booster.num_trees(), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "database": os.path.basename(args["db"]),
             "warm_start": os.path.basename(args["warm_start"]) if warm else None,
-            "rule_families": keep_rule}
+            "rule_families": keep_rule,
+            # a problem of another type or channel order keeps the rule: the model knows none
+            "coverage": sorted({coverage(p.problem) for p in problems})}
     Model.of(booster, meta).save(out)
     report.say(f"train-selector: {booster.num_trees()} trees in {time.perf_counter() - t0:.1f} s "
                f"-> {out} ({os.path.getsize(out) // 1024} KiB); the rule kept for: "

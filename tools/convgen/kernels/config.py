@@ -220,6 +220,9 @@ def _validate_s2d(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use
     """A folded config is the folded problem's config: checked against that problem."""
     from convgen.kernels import s2d
     why = s2d.unsupported(problem, cfg.s2d)
+    if why is None and problem.dtype.is_fp8:
+        # its copy kernels fill with an integer 0, which Triton casts to no fp8 type
+        why = f"{problem.dtype.name}: the fold's copies move 16- and 32-bit elements only"
     if why:
         raise _bad(f"s2d={cfg.s2d}: {why}")
     inner = s2d.inner_problem(problem, cfg.s2d)
@@ -377,7 +380,7 @@ def _s2d_space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     """Folded configs, for strided filters whose taps hold fewer channels than a block: the
     folded problem's space (its descriptor-kernel share alone where it has one)."""
     from convgen.kernels import s2d
-    if not blocks_span_taps(problem):
+    if not blocks_span_taps(problem) or problem.dtype.is_fp8:
         return []
     out = []
     for mode in (1, 2):
