@@ -156,6 +156,10 @@ def main() -> int:
                 "overhead_median_s": statistics.median(over) if over else None,
                 "overhead_max_s": max(over) if over else None,
                 "work_s": sum(r["stage_seconds"] for r in warm["runs"])})
+            print(f"PR set: warm {doc['pr_suite_s']:.1f} s, cold {doc['pr_suite_cold_s']:.1f} s, "
+                  f"overhead median {doc['overhead_median_s']}", flush=True)
+            if args.json:   # kept if the configurations run past a time limit
+                report.write_json(args.json, doc)
         if args.configs:
             c = configs(work, args.configs, lit_args, env)
             doc["configs"] = c
