@@ -31,6 +31,7 @@ text into a dict of fields (`overrides`); `choose` applies it to the default.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, fields, replace
 
@@ -149,6 +150,11 @@ def pixel_box(n: int, h: int, w: int, block_m: int) -> tuple[int, int, int]:
             if best is None or key > best[0]:
                 best = (key, (bi, bh, bw))
     return best[1]
+
+
+# the tuning space and the selector ask for the same boxes thousands of times; a cache
+# bound after the definition leaves its source (part of the kernel digest) as it was
+pixel_box = functools.lru_cache(maxsize=4096)(pixel_box)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -355,6 +361,12 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     n = problem.direction.tile_n(problem)
     base = choose(problem, backend, True)
     out = [base]
+    seen = {base}
+
+    def add(cfg: KernelConfig) -> None:
+        if cfg not in seen:
+            seen.add(cfg)
+            out.append(cfg)
     for bm, bn in SPACE_MN:
         if bm > max(64, _next_pow2(m)) or bn > max(64, _next_pow2(n)):
             continue
@@ -368,11 +380,12 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                     cfg = replace(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                                   num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
                                   tma=None, s2d=None)
-                    if cfg not in out:
-                        out.append(cfg)
+                    add(cfg)
     if not tma_refused(problem, backend):
-        out += [cfg for cfg in _tma_space(problem, base) if cfg not in out]
-    out += [cfg for cfg in _s2d_space(problem, backend) if cfg not in out]
+        for cfg in _tma_space(problem, base):
+            add(cfg)
+    for cfg in _s2d_space(problem, backend):
+        add(cfg)
     return out
 
 
