@@ -4,8 +4,8 @@ process, for the largest tensors the suite and the fp16 study use.
 
     python benchmarks/bench_inputs.py [--json out.json]
 
-Each row: the problem, the elements drawn, seconds for each way (median of 3, after one
-warm-up), and the ratio. Needs a GPU for the comparison to mean anything; on a CPU
+Each row: the problem, the elements drawn, seconds for each way (median of 3, after three
+warm-ups), and the ratio. Needs a GPU for the comparison to mean anything; on a CPU
 machine both run on the host (the new way through Triton's interpreter).
 """
 from __future__ import annotations
@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
@@ -26,6 +24,8 @@ from convgen.backend import current  # noqa: E402
 from convgen.inputs import _guarded, _range, make_inputs  # noqa: E402
 from convgen.options import DataSpec  # noqa: E402
 from convgen.problem import make_problem  # noqa: E402
+
+from bench_guard import _median_ms  # noqa: E402  (this folder is on sys.path when run)
 
 # (direction, N, C, K, H=W, filter, stride, padding): the ResNet-50 stem at batch 256 (its
 # bwd_data reads the fp16 study's worst case, 205,520,896 output-gradient elements) and a
@@ -56,16 +56,8 @@ def host_float64(p, spec: DataSpec, device: str) -> dict:
 
 
 def _time(fn, device) -> float:
-    def once():
-        if device != "cpu":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device != "cpu":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
-    once()
-    return statistics.median(once() for _ in range(3))
+    """Median seconds of 3 runs after 3 warm-ups (bench_guard's timer)."""
+    return _median_ms(fn, device, reps=3) / 1e3
 
 
 def main() -> int:
