@@ -168,12 +168,16 @@ def test_output_piped_into_head_ends_quietly():
     assert rc in (0, 141)
 
 
-def test_help_and_errors_do_not_import_torch():
+def test_help_errors_and_split_test_do_not_import_torch(tmp_path):
+    src = os.path.join(os.path.dirname(TOOLS), "e2e", "compat", "rocmlir_gen_spellings.mlir")
     code = ("import sys; from convgen import cli; cli.main(['--help']); cli.main(['-bogus']); "
-            "cli.main(['compare', '--help']); print('torch' in sys.modules, 'triton' in sys.modules)")
+            "cli.main(['compare', '--help']); cli.main(['tune', '--help']); "
+            f"cli.split_test_main([{src!r}, {str(tmp_path / 'split')!r}]); "
+            "print('torch' in sys.modules, 'triton' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=TOOLS),
                        capture_output=True, text=True, timeout=60)
     assert p.stdout.splitlines()[-1] == "False False", p.stdout[-300:] + p.stderr
+    assert os.listdir(tmp_path / "split")   # split-test did its work
 
 
 def test_a_write_that_fails_after_the_run_is_one_line(capsys, tmp_path, monkeypatch):
