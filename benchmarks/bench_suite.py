@@ -100,6 +100,16 @@ def overhead(phase: dict) -> list[float]:
             if name in phase["results"]]
 
 
+def _slowest(phase: dict, count: int = 15) -> list[dict]:
+    """The tests that took longest, with the seconds their convgen runs spent in stages."""
+    stages: dict = {}
+    for r in phase["runs"]:
+        stages[r["test"]] = stages.get(r["test"], 0.0) + r["stage_seconds"]
+    tests = sorted(phase["results"].values(), key=lambda t: -(t.get("elapsed") or 0))[:count]
+    return [{"test": t["name"], "seconds": t.get("elapsed"), "stage_seconds": stages.get(t["name"])}
+            for t in tests]
+
+
 def compile_seconds(cold: list[dict], warm: list[dict]) -> float:
     """The kernel stage's seconds cold beyond warm (the `kernel (first launch, compile
     included)` part of the stage times), paired by arguments."""
@@ -155,7 +165,8 @@ def main() -> int:
                 "compile_s": compile_seconds(cold["runs"], warm["runs"]),
                 "overhead_median_s": statistics.median(over) if over else None,
                 "overhead_max_s": max(over) if over else None,
-                "work_s": sum(r["stage_seconds"] for r in warm["runs"])})
+                "work_s": sum(r["stage_seconds"] for r in warm["runs"]),
+                "slowest_warm": _slowest(warm)})
             print(f"PR set: warm {doc['pr_suite_s']:.1f} s, cold {doc['pr_suite_cold_s']:.1f} s, "
                   f"overhead median {doc['overhead_median_s']}", flush=True)
             if args.json:   # kept if the configurations run past a time limit
