@@ -29,8 +29,8 @@ CASES = {
 }
 
 
-def _problem(direction, dtype="f16", **kw):
-    return make_problem(direction=direction, dtype=elem_type(dtype), g=1,
+def _problem(direction, dtype="f16", g=1, **kw):
+    return make_problem(direction=direction, dtype=elem_type(dtype), g=g,
                         layouts=LAYOUTS["nhwc"], **kw)
 
 
@@ -169,6 +169,23 @@ def test_bwd_weight_split_fills_the_gpu():
     bi, bh, bw = config.pixel_box(256, 56, 56, cfg.block_k)
     boxes = (256 // bi) * (56 // bh) * (56 // bw)
     assert parts * per >= boxes > (parts - 1) * per
+
+
+def test_the_pointer_rule_splits_long_reductions_into_short_chains():
+    """A depthwise bwd_weight at batch 256 (MobileNetV2's 144 channels, 56x56): 802,816
+    products per output. Split 1 failed the reference check on the H100 (-0.6 ulp lean);
+    no part of the rule's config may be longer than MAX_CHAIN."""
+    from convgen.kernels.conv_bwd_weight import parts
+    p = _problem("bwd_weight", n=256, c_total=144, k_total=144, hi=56, wi=56, y=3, x=3,
+                 pad=(1, 1, 1, 1), g=144)
+    for be in (SM90, GFX942):
+        cfg = config.choose(p, be, True)
+        count, chain = parts(p, cfg)
+        assert not cfg.tma and chain <= config.MAX_CHAIN and count * chain >= p.gemm[2]
+    # a short reduction keeps one part
+    small = _problem("bwd_weight", n=2, c_total=144, k_total=144, hi=14, wi=14, y=3, x=3,
+                     pad=(1, 1, 1, 1), g=144)
+    assert config.choose(small, SM90, True).split == 1
 
 
 def test_tuning_space_holds_descriptor_configs_where_they_run():

@@ -335,14 +335,23 @@ def min_block_k(problem: ConvProblem) -> int:
     return MIN_BLOCK_K_1BYTE if problem.dtype.bits == 8 else 16
 
 
+# The longest reduction one program of the default config sums in its fp32 accumulator.
+# On the H100 a depthwise bwd_weight with 802,816 products in one chain (split 1, the
+# old rule's pick) leaned -0.6 ulp and failed the rel bit: matrix units do not round
+# each addition to nearest. Shorter chains, summed in order by the split's reduction,
+# were also twice as fast there (tuning/tuning.sqlite).
+MAX_CHAIN = 2**16
+
+
 def _split(problem: ConvProblem, bm: int, bn: int) -> int:
-    """bwd_weight: enough programs to fill ~a GPU, with each part at least a few tiles deep."""
+    """bwd_weight: enough programs to fill ~a GPU, with each part at least a few tiles deep,
+    and no part longer than MAX_CHAIN products (at most 64 parts)."""
     if not problem.direction.splits_reduction:
         return 1
     m, _, r = problem.gemm
     tiles = cdiv(m, bm) * column_tiles(problem, bn) * problem.g
     want = max(1, 256 // max(1, tiles))
-    return max(1, min(want, r // 1024, 64))
+    return max(1, min(want, r // 1024, 64), min(cdiv(r, MAX_CHAIN), 64))
 
 
 # The tuning space (convgen tune): tiles, reduction step, pipeline depth, and bwd_weight's
