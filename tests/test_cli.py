@@ -113,6 +113,35 @@ def test_layouts_with_and_without_g(fil, inp, out, want):
     assert (p.g, p.c, p.k) == (2, 2, 3)
 
 
+@pytest.mark.parametrize("fil,inp,out,want", [
+    # rocmlir-gen numbers the spatial dimensions: 0 = H (y), 1 = W (x), 2 = D (depth 1 here)
+    ("gk01c", "n01gc", "ngk01", ("gkyxc", "nhwgc", "ngkhw")),
+    ("kc01", "nc01", "nk01", ("gkcyx", "ngchw", "ngkhw")),
+    ("g0kc1", "g0nc1", "01ngk", ("gykcx", "ghncw", "hwngk")),
+    ("kc012", "nc012", "nk012", ("gkcyx", "ngchw", "ngkhw")),
+    ("k201c", "n201c", "n201k", ("gkyxc", "nhwgc", "nhwgk")),
+])
+def test_numbered_layouts(fil, inp, out, want):
+    p = parse(sizes(groupsize="2") + [f"-fil_layout={fil}", "-in_layout", inp,
+                                      f"--out_layout={out}"]).problem
+    assert (p.layouts["filter"], p.layouts["input"], p.layouts["output"]) == want
+
+
+def test_a_3d_line_of_depth_1_runs_as_2d_and_a_deeper_one_is_refused():
+    p = parse(sizes() + "-fil_layout=gkc012 -in_layout=ngc012 -out_layout=ngk012 -in_d 1 "
+              "-fil_d 1 --padding_d 0 --conv_stride_d 1 --dilation_d 1".split()).problem
+    assert (p.hi, p.y, p.layouts["input"]) == (9, 3, "ngchw")
+    for extra, flag in (("-in_d 4", "-in_d 4"), ("-fil_d 3", "-fil_d 3"), ("--padding_d 1", "-padding_d 1"),
+                        ("-out_d 2", "-out_d 2")):
+        msg = error(sizes() + ["-fil_layout=kc012", "-in_layout=nc012", "-out_layout=nk012", *extra.split()])
+        assert flag in msg and "3-D convolution runs only with a depth of 1" in msg
+    # MIOpenDriver: -_ 3 with NCDHW layouts and depth 1; its 2-D lines carry depth flags of 0
+    q = parse(["conv"] + MIOPEN + "-_ 3 -! 1 -@ 1 -$ 0 -# 1 -^ 1 -I NCDHW -f NCDHW -O NDHWC".split()).problem
+    assert q.layouts == {"filter": "gkcyx", "input": "ngchw", "output": "nhwgk"}
+    assert parse(["conv"] + MIOPEN + "--spatial_dim 2 --in_d 1 --conv_stride_d 0 --dilation_d 0".split())
+    assert "-in_d 32" in error(["conv"] + MIOPEN + ["-_", "3"])   # MIOpen's default depth
+
+
 def test_group_spellings():
     assert parse(sizes(g="2")).problem.g == 2
     assert parse(sizes(groupsize="2")).problem.g == 2
@@ -291,6 +320,8 @@ def test_miopen_refuses_what_it_cannot_do():
     assert "transposed" in error(["conv"] + MIOPEN + ["-m", "trans"])
     assert "-F" in error(["conv"] + MIOPEN + ["-F", "3"])
     assert "-I" in error(["conv"] + MIOPEN + ["-I", "NCQW"])
+    assert parse(["conv"] + MIOPEN + "-f N01GC -I 01NGC -O NGC01".split()).problem.layouts == {
+        "filter": "kyxgc", "input": "hwngc", "output": "ngkhw"}   # rocMLIR's numbered lists
     assert "'0' for -c" in error(["conv", "-c", "0"])
     assert "'-p' is missing its value" in error(["conv", "-p"])  # -p is padding here
 

@@ -159,14 +159,22 @@ def _rand(text: str) -> tuple[str, int | None]:
     raise ValueError(f"expected fixed, none, or a seed from 0 to {MAX_SEED} (0: from the time)")
 
 
+# rocmlir-gen numbers the spatial dimensions: 0 = H (y), 1 = W (x), 2 = D (z). A 3-D
+# layout runs where its depth is 1 (the D dimension then has one element and leaves the
+# memory order of the others as it is): it is dropped.
+_DIGITS = {"input": {"0": "h", "1": "w", "2": ""}, "output": {"0": "h", "1": "w", "2": ""},
+           "filter": {"0": "y", "1": "x", "2": ""}}
+
+
 def _layout(tensor: str) -> Callable[[str], str]:
     from convgen.problem import normalize_layout
 
     def conv(text: str) -> str:
+        letters = "".join(_DIGITS[tensor].get(ch, ch) for ch in text.strip().lower())
         try:
-            return normalize_layout(tensor, text)
+            return normalize_layout(tensor, letters)
         except ConvgenError as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(str(e).replace(f"'{letters}'", f"'{text}'")) from None
     return conv
 
 
@@ -194,10 +202,12 @@ def _perf_config(text: str) -> tuple:
 # MIOpen spells every layout with the input's letters: NCHW for the filter is
 # kcyx, for the output nkhw.
 _MIOPEN_LETTERS = {
-    "input": {"N": "n", "C": "c", "H": "h", "W": "w", "G": "g"},
-    "filter": {"N": "k", "C": "c", "H": "y", "W": "x", "G": "g"},
-    "output": {"N": "n", "C": "k", "H": "h", "W": "w", "G": "g"},
+    "input": {"N": "n", "C": "c", "H": "h", "W": "w", "G": "g", "D": "2"},
+    "filter": {"N": "k", "C": "c", "H": "y", "W": "x", "G": "g", "D": "2"},
+    "output": {"N": "n", "C": "k", "H": "h", "W": "w", "G": "g", "D": "2"},
 }
+for _letters in _MIOPEN_LETTERS.values():   # rocMLIR's lists also number them: N01GC
+    _letters.update({"0": "0", "1": "1", "2": "2"})
 
 
 def _tuning_db(text: str) -> str | None:
@@ -210,7 +220,8 @@ def _miopen_layout(tensor: str) -> Callable[[str], str]:
     def conv(text: str) -> str:
         up = text.strip().upper()
         if not up or any(ch not in letters for ch in up):
-            raise ValueError("expected an MIOpen layout of N, C, H, W (and G), e.g. NCHW or NHWC")
+            raise ValueError("expected an MIOpen layout of N, C, H, W (and G, D, or the digits "
+                             "0, 1, 2 for H, W, D), e.g. NCHW, NHWC, NCDHW or N01GC")
         return _layout(tensor)("".join(letters[ch] for ch in up))
     return conv
 
@@ -417,6 +428,14 @@ ROCMLIR_FLAGS = _table(
         ("padding_w_r", "pad_w_r", _nonneg, "padding on one side", "-padding_w"),
         ("p", "populate", _switch(),
          "rocmlir-gen's default problem: N=128 C=8 K=128 32x32 3x3 (explicit sizes win)", "off"),
+        ("in_d", "in_d", _size, "input depth (3-D layouts: digit 2); runs when it is 1", "1"),
+        ("fil_d", "fil_d", _size, "filter depth; runs when it is 1", "1"),
+        ("out_d", "out_d", _size, "output depth: checked, must be 1", "computed"),
+        ("padding_d", "pad_d", _nonneg, "depth padding; runs when it is 0", "0"),
+        ("padding_d_l", "pad_d_l", _nonneg, "depth padding on one side", "-padding_d"),
+        ("padding_d_r", "pad_d_r", _nonneg, "depth padding on one side", "-padding_d"),
+        ("conv_stride_d", "stride_d", _nonneg, "depth stride (no effect at depth 1)", "1"),
+        ("dilation_d", "dil_d", _nonneg, "depth dilation (no effect at depth 1)", "1"),
     ]),
     *_COMMON,
     ("Accepted for rocmlir-gen lines", _compat_rows(COMPAT_FLAGS)),
@@ -436,10 +455,7 @@ MIOPEN_IGNORED = (
     (("o", "dump_output"), "dump MIOpen's buffers (convgen has --dump)"),
     (("Y", "trans_output_pad_h"), "output padding of transposed convolution"),
     (("X", "trans_output_pad_w"), "output padding of transposed convolution"),
-    # 3-D sizes, unused unless -_ 3, which is refused
-    (("!", "in_d"), "input depth"), (("@", "fil_d"), "filter depth"),
-    (("#", "conv_stride_d"), "stride in depth"), (("$", "pad_d"), "padding in depth"),
-    (("^", "dilation_d"), "dilation in depth"), (("%", "trans_output_pad_d"), "output padding in depth"),
+    (("%", "trans_output_pad_d"), "output padding in depth"),
 )
 
 MIOPEN_FLAGS = _table(
@@ -466,8 +482,13 @@ MIOPEN_FLAGS = _table(
         (("O", "out_layout"), "out_layout", _miopen_layout("output"), "output layout", "NCHW"),
         (("m", "mode"), None, _only("conv", why="transposed convolution is not supported"),
          "conv only", "conv"),
-        (("_", "spatial_dim"), None, _only("2", why="only 2-D convolution is supported"),
-         "2 only", "2"),
+        (("_", "spatial_dim"), "spatial_dim", _words("2", "3"),
+         "2, or 3 with a depth of 1 (the depth flags below)", "2"),
+        (("!", "in_d"), "in_d", _size, "input depth (with -_ 3); runs when it is 1", "32"),
+        (("@", "fil_d"), "fil_d", _size, "filter depth (with -_ 3); runs when it is 1", "3"),
+        (("$", "pad_d"), "pad_d", _nonneg, "padding in depth (with -_ 3); runs when it is 0", "0"),
+        (("#", "conv_stride_d"), "stride_d", _nonneg, "stride in depth (no effect at depth 1)", "1"),
+        (("^", "dilation_d"), "dil_d", _nonneg, "dilation in depth (no effect at depth 1)", "1"),
         (("b", "bias"), None, _only("0", why="bias is not supported"), "0 only", "0"),
         (("r", "pad_val"), None, _only("0", why="only zero padding is supported"), "0 only", "0"),
         (("z", "pad_mode"), None, _only("default", why="give the padding with -p/-q"),
@@ -561,6 +582,21 @@ def _resolve_seed(mode: str, seed: int | None) -> int:
     return 1 if seed is None else seed
 
 
+def _check_depth(v: dict[str, Any], miopen: bool) -> None:
+    """3-D lines run where their depth is 1 (a 2-D convolution); any other depth is refused
+    naming the flag. MIOpenDriver's depth flags count only with -_ 3."""
+    if miopen and v.get("spatial_dim", "2") != "3":
+        return
+    defaults = {"in_d": 32, "fil_d": 3} if miopen else {}
+    checks = (("in_d", "-in_d", 1), ("fil_d", "-fil_d", 1), ("out_d", "-out_d", 1),
+              ("pad_d", "-padding_d", 0), ("pad_d_l", "-padding_d_l", 0), ("pad_d_r", "-padding_d_r", 0))
+    for dest, flag, want in checks:
+        got = v.get(dest, defaults.get(dest, want))
+        if got != want:
+            raise ConvgenError(f"{flag} {got}: 3-D convolution runs only with a depth of 1 "
+                               "(in_d = fil_d = 1, no depth padding) for now")
+
+
 def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
     from convgen.inputs import validate
     from convgen.options import (DataSpec, KernelOptions, ReferenceOptions, ReportOptions,
@@ -586,6 +622,7 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
         sizes = {"g": 1}
     sizes.update({key: v[key] for key in DEFAULT_PROBLEM if key in v})
 
+    _check_depth(v, miopen)
     pad_h, pad_w = v.get("pad_h", 0), v.get("pad_w", 0)
     pad = (v.get("pad_h_l", pad_h), v.get("pad_h_r", pad_h),
            v.get("pad_w_l", pad_w), v.get("pad_w_r", pad_w))
