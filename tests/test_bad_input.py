@@ -35,9 +35,13 @@ def one_error(capsys, argv) -> str:
 # ---- refused before any work, one line naming what to change --------------------------
 
 @pytest.mark.parametrize("extra,words", [
-    # a rocMLIR perf string read in convgen's field order was num_warps=64, num_stages=128
-    (["-perf_config", "256,128,8,64,128,1,1,1"], "-perf_config 256,128,8,64,128,1,1,1: num_warps=64"),
-    (["-perf_config", "v2:256,128,8,64,128,1,1,1"], "rocMLIR perf_config strings"),
+    # rocMLIR perf strings are read as rocMLIR's: what cannot run names both forms
+    (["-perf_config", "256,128,8,64,128,1,1,1", "-x2"],
+     "-perf_config 256,128,8,64,128,1,1,1: block_k=8: block sizes must be at least 16 on the "
+     "matrix-core path (rocMLIR v1 (MFMA) read as block_m=256,block_n=128,block_k=8,num_warps=4"),
+    (["-perf_config", "v2:256,128,8,64,128,1,1,1"], "v2: with 8 values is no rocMLIR perf_config form"),
+    (["-perf_config", "v2:256,128,8,64,128,1,1,1,1"], "mnPerXdl=128: Triton's AMD matrix instructions"),
+    (["-perf_config", "v7:1,2"], "v7: with 2 values is no rocMLIR perf_config form"),
     (["-perf_config", "block_m=1048576"], "-perf_config: block_m=1048576 must be a power of two"),
     (["-perf_config", "num_stages=100"], "num_stages=100 must be from 1 to 8"),
     (["-perf_config", "block_k=three"], "block_k='three' is not an integer"),

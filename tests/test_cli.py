@@ -237,7 +237,8 @@ def test_x2_followed_by_a_flag_is_bare():
 
 
 def test_kernel_reference_threshold_report_flags():
-    c = parse(sizes() + ["-perf_config", "16,32,16,8,2,1,1,16,1", "-input_precision", "tf32",
+    c = parse(sizes() + ["-perf_config", "block_m=16,block_n=32,block_k=16,num_warps=8,num_stages=2,"
+                         "split=1,waves_per_eu=1,matrix_instr_nonkdim=16,kpack=1", "-input_precision", "tf32",
                          "-flush_subnormals", "-pv_with_gpu", "-ref_accumulate", "4",
                          "-ref_flush_subnormals=1", "-absDiff_threshold", "auto",
                          "-relDiff_threshold=0.5", "-maxAbsDiff", "1000",

@@ -61,7 +61,7 @@ OPERATIONS = {"conv2d": FWD, "conv": FWD,
               "conv2d_bwd_data": BWD_DATA, "conv_bwd_data": BWD_DATA,
               "conv2d_bwd_weight": BWD_WEIGHT, "conv_bwd_weight": BWD_WEIGHT}
 
-# -perf_config's positional order
+# -perf_config's fields (key=value; rocMLIR's strings map onto them: perf_text.py)
 PERF_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split",
                "waves_per_eu", "matrix_instr_nonkdim", "kpack", "max_num_imprecise_acc", "tma",
                "s2d")
@@ -179,24 +179,9 @@ def _layout(tensor: str) -> Callable[[str], str]:
 
 
 def _perf_config(text: str) -> tuple:
-    """`key=value` pairs, or values in PERF_FIELDS order -> ((field, int), ...)."""
-    if re.match(r"\s*v\d+:", text):
-        raise ValueError("rocMLIR perf_config strings (v2:..., v3:...) are not read yet; give "
-                         f"convgen's fields: {', '.join(PERF_FIELDS)}")
-    values: dict = {}
-    for pos, item in enumerate(p.strip() for p in text.split(",") if p.strip()):
-        key, sep, val = item.partition("=")
-        if not sep:
-            if pos >= len(PERF_FIELDS):
-                raise ValueError(f"more than {len(PERF_FIELDS)} values")
-            key, val = PERF_FIELDS[pos], item
-        key = key.strip().lower()
-        if key not in PERF_FIELDS:
-            raise ValueError(f"unknown field '{key}' (fields: {', '.join(PERF_FIELDS)})")
-        if not re.fullmatch(r"[+-]?\d+", val.strip()):
-            raise ValueError(f"{key}='{val}' is not an integer")
-        values[key] = int(val)
-    return tuple(values.items())
+    """convgen's `key=value` fields, or a rocMLIR perf string -> ((field, int), ...)."""
+    from convgen import perf_text
+    return perf_text.parse(text, PERF_FIELDS)
 
 
 # MIOpen spells every layout with the input's letters: NCHW for the filter is
@@ -344,8 +329,9 @@ _COMMON = (
         ("mfma", "matrix_cores", _choice({"on": True, "off": False}), "on|off: the same as -x2",
          "off"),
         ("perf_config", "perf_config", _perf_config,
-         "tile configuration: key=value pairs or values in the order "
-         + ",".join(PERF_FIELDS) + " (waves_per_eu, matrix_instr_nonkdim, kpack: AMD only)",
+         "tile configuration: key=value pairs of " + ",".join(PERF_FIELDS)
+         + " (waves_per_eu, matrix_instr_nonkdim, kpack: AMD only), or a rocMLIR perf string "
+         "(8 values, v1: to v4:, FMA forms, gemm:v1:/v2:; docs/flags.md)",
          "chosen from the problem"),
         ("input_precision", "input_precision", _words("ieee", "tf32", "tf32x3"),
          "precision of f32 matrix-core dots", "ieee"),
@@ -733,8 +719,14 @@ def _named(e: ConvgenError, argv: list[str], table: Table | None = None) -> Conv
     where = _where(e.field, argv, table) if e.field else None
     msg = str(e)
     if where and e.field == "perf_config" and where != "-perf_config":
-        msg += (f" (positional values are read as {','.join(PERF_FIELDS)}; rocMLIR's perf "
-                "strings are not read yet)")
+        from convgen import perf_text
+        text = where.split(" ", 1)[-1]
+        try:
+            form, fields = perf_text.form(text), perf_text.parse(text, PERF_FIELDS)
+        except ValueError:
+            form = None
+        if form:
+            msg += f" ({form} read as {','.join(f'{k}={v}' for k, v in fields)})"
     return ConvgenError(f"{where}: {msg}" if where else msg)
 
 
