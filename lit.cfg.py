@@ -25,6 +25,8 @@ which wins over both CMake and the defaults:
                      (convgen.lit_format); 0: every line through lit's shell
   record_runs        a file each in-process convgen run appends a JSON line to
                      (scripts/suite-bits record)
+  comparator         convgen | legacy | allclose: the comparator every convgen line gets
+                     unless it names one (default: each semantics' own; %comparator)
   interpreter        1: run Triton's interpreter even if a GPU is present
   convgen            the command %convgen expands to
   filecheck          the FileCheck executable
@@ -70,6 +72,7 @@ DEFAULTS = {
     "gpu_jobs": "8",
     "inprocess": "1",
     "record_runs": "",
+    "comparator": "",
     "interpreter": "0",
     "convgen": "",
     "filecheck": "",
@@ -255,10 +258,14 @@ else:
 if flag("nightly"):
     features.add("nightly")
 inprocess = flag("inprocess")
+comparator = setting("comparator").lower()
+if comparator and comparator not in tolerance.COMPARATORS:
+    lit_config.fatal("comparator=%r: expected one of %s" % (comparator, ", ".join(tolerance.COMPARATORS)))
 config.test_format = ConvgenTest(convgen, filecheck_cmd, inprocess=inprocess,
                                  filecheck_inprocess=filecheck_inprocess,
                                  gpu_env=device.visible_devices_variable, gpus=gpus,
-                                 record=os.path.abspath(setting("record_runs")) if setting("record_runs") else None)
+                                 record=os.path.abspath(setting("record_runs")) if setting("record_runs") else None,
+                                 comparator=comparator)
 lit_config.note("conv-e2e: device %s (%s%s), FileCheck %s, convgen %s%s"
                 % (arch, device.kind, ", %d GPUs" % len(gpus) if len(gpus) > 1 else "",
                    filecheck_cmd, convgen, " in the lit workers" if inprocess else ""))
@@ -287,7 +294,8 @@ if lit_config.maxIndividualTestTime is None:  # --timeout on the command line wi
 # --- substitutions ------------------------------------------------------------
 try:
     flag_text = cli.lit_substitutions(random_seed=setting("random_seed"),
-                                      validation=setting("validation"), xdlops=flag("xdlops"))
+                                      validation=setting("validation"), xdlops=flag("xdlops"),
+                                      comparator=comparator)
 except ValueError as e:
     lit_config.fatal(str(e))
 
@@ -304,6 +312,8 @@ config.substitutions.extend([("%convgen", convgen)] + flag_text + [
     ("%abs_threshold", abs_threshold),
     ("%rel_threshold", rel_threshold),
     ("%arch", arch),
+    # rocMLIR's e2e lines end in %rocmlir_gen_flags (its CMake's extra rocmlir-gen flags)
+    ("%rocmlir_gen_flags", ""),
     # `FileCheck` as a word, not inside a path or a longer name.
     (r"(?<![\w./-])FileCheck(?![\w./-])", filecheck_cmd),
 ])

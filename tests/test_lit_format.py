@@ -167,3 +167,27 @@ def test_the_worker_and_the_shell_give_the_same_results_on_the_pr_set(tmp_path):
                              capture_output=True, text=True, timeout=300)
     assert compare.returncode == 0, compare.stdout
     assert len(runs["inprocess"].read_text().splitlines()) >= 50
+
+
+def test_a_folders_semantics_and_the_runs_comparator_reach_every_convgen_line(tmp_path):
+    """lit.local.cfg's convgen_semantics = "rocmlir" gives lines left as rocMLIR wrote them
+    rocmlir-gen's rules, through the workers and through the shell alike; --param
+    comparator gives a default comparator that a line's own flag overrides."""
+    suite = make_suite(tmp_path / "s", {"mine.mlir": SMALL.format(extra="") + "// CHECK: [1 1 1]\n"})
+    (suite / "imported").mkdir()
+    (suite / "imported" / "lit.local.cfg").write_text('config.convgen_semantics = "rocmlir"\n')
+    (suite / "imported" / "line.mlir").write_text(
+        SMALL.format(extra="-relDiff_threshold 0.00004 ") + "// CHECK: [1 1 1]\n")
+    for mode in ("1", "0"):
+        rc, out = _scripts_lit("-a", "--param", f"inprocess={mode}", suite)
+        assert rc == 0, out
+        imported = out[out.index("conv-e2e :: imported/line.mlir"):]
+        imported = imported[:imported.index("********************", 20)] if "********************" in imported[20:] else imported
+        assert "--semantics=rocmlir" in imported, out
+        mine = out[out.index("conv-e2e :: mine.mlir"):]
+        assert "--semantics=rocmlir" not in mine.split("conv-e2e ::")[1], out
+    rc, out = _scripts_lit("-a", "--param", "comparator=allclose", suite)
+    assert rc == 0 and out.count("--comparator=allclose") >= 2, out
+    assert "rocMLIR allclose comparator" in out, out
+    rc, out = _scripts_lit("--param", "comparator=nope", suite)
+    assert rc != 0 and "comparator='nope'" in out

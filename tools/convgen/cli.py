@@ -97,6 +97,13 @@ def _float(text: str) -> float:
     return val
 
 
+def _float_nonneg(text: str) -> float:
+    val = _float(text)
+    if val < 0:
+        raise ValueError("expected a number >= 0")
+    return val
+
+
 def _threshold(text: str) -> tolerance.Limit:
     return tolerance.parse_limit(text)
 
@@ -285,6 +292,7 @@ COMPAT_FLAGS = (
     ("c", False, "mlir-miopen-driver: lower to GPU code; convgen always compiles"),
     (("ph", "host_harness"), False, "rocmlir-gen: emit a host harness; convgen is one"),
     (("fut", "func_under_test"), True, "rocmlir-gen: name of the function under test"),
+    ("schedule_version", True, "rocMLIR's instruction schedule: code generation, not numbers"),
     # These three are checked against -t (for i8, an i32 output is also fine), then dropped.
     ("in_type", True, "rocmlir-gen per-tensor type: must agree with -t"),
     ("fil_type", True, "rocmlir-gen per-tensor type: must agree with -t"),
@@ -322,6 +330,16 @@ _COMMON = (
         ("rand_both_signs", "rand_both_signs", _switch(),
          "draw each magnitude between -rand_min and -rand_max, then give it a random sign "
          "(-rand_min 1 -rand_max 3: the fp16 study's range away from zero)", "off"),
+        ("semantics", "semantics", _words("convgen", "rocmlir"),
+         "whose rules make the data and judge it: convgen's (Philox draws, the auto "
+         "thresholds), or rocmlir-gen's, for lines imported from its suites (-rand fixed by "
+         "default; integers in [-rand_min_int, -rand_max_int) unless -rand_type float, "
+         "floats over [-rand_min, -rand_max] (0, 1); glibc rand(); the matrix-core path "
+         "unless -x2=0; its legacy comparator)",
+         "convgen"),
+        ("rand_min_int", "rand_min_int", _int(), "--semantics=rocmlir: smallest integer drawn", "-5"),
+        ("rand_max_int", "rand_max_int", _int(),
+         "--semantics=rocmlir: integers are drawn below this", "5"),
     ]),
     ("Kernel", [
         ("x2", "matrix_cores", _switch(), "the matrix-core path (tl.dot); off: the FMA path",
@@ -367,6 +385,13 @@ _COMMON = (
         (("relDiff_threshold", "maxRelDiff"), "rel", _threshold,
          "maxRelDiff bit threshold; auto checks |val-kern| <= rtol*|val| + atol element-wise",
          "auto (integer outputs: exact)"),
+        ("comparator", "comparator", _words(*tolerance.COMPARATORS),
+         "who judges: convgen's checks, or rocMLIR's legacy (RMS 3e-5, f16/bf16 1e-3; abs 100; "
+         "rel 1e-6, forced to 100 for f16/bf16) or allclose (|kern-val| <= atol + rtol*|val| "
+         "for every element, rocMLIR's per-type atol and rtol)",
+         "convgen; legacy with --semantics=rocmlir; allclose with -atol or -rtol"),
+        ("atol", "atol", _float_nonneg, "allclose's atol", "rocMLIR's per type and reduction"),
+        ("rtol", "rtol", _float_nonneg, "allclose's rtol", "rocMLIR's per type"),
     ]),
     ("Report", [
         (("print_verify_results", "p_verify", "pv_results"), "print_results",
@@ -625,14 +650,23 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
         if key in v and v[key] != got:
             raise ConvgenError(f"-{key} {v[key]} disagrees with the computed output {what} {got}")
 
-    mode, seed = v.get("rand", ("random", None))
+    rocmlir = v.get("semantics", "convgen") == "rocmlir"
+    mode, seed = v.get("rand", ("fixed", None) if rocmlir else ("random", None))
     if "rand_min" in v and "rand_max" in v and v["rand_min"] > v["rand_max"]:
         raise ConvgenError(f"-rand_min {v['rand_min']:g} is larger than -rand_max {v['rand_max']:g}")
-    data = DataSpec(mode=mode, seed=_resolve_seed(mode, seed),
-                    lo=v.get("rand_min"), hi=v.get("rand_max"),
-                    rand_type=v.get("rand_type"), side=v.get("rand_side", "both"),
-                    both_signs=bool(v.get("rand_both_signs", False)))
+    if rocmlir:
+        data = _rocmlir_data(v, mode, seed)
+    else:
+        for flag in ("rand_min_int", "rand_max_int"):
+            if flag in v:
+                raise ConvgenError(f"-{flag} is rocmlir-gen's: give --semantics=rocmlir (or "
+                                   "-rand_type int with -rand_min and -rand_max)")
+        data = DataSpec(mode=mode, seed=_resolve_seed(mode, seed),
+                        lo=v.get("rand_min"), hi=v.get("rand_max"),
+                        rand_type=v.get("rand_type"), side=v.get("rand_side", "both"),
+                        both_signs=bool(v.get("rand_both_signs", False)))
     validate(data, problem)
+    comparison = _comparison(v, rocmlir)
     validator = v.get("validator", "cpu" if miopen else None)
     if v.get("json") is not None and validator is None:
         raise ConvgenError("--json needs a reference to compare with (-pv or -pv_with_gpu)")
@@ -642,7 +676,8 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
     return RunConfig(
         problem=problem,
         data=data,
-        kernel=KernelOptions(use_matrix_cores=v.get("matrix_cores", False),
+        # rocmlir-gen takes the matrix units wherever the target has them
+        kernel=KernelOptions(use_matrix_cores=v.get("matrix_cores", rocmlir),
                              perf_config=v.get("perf_config", ()),
                              input_precision=v.get("input_precision", "ieee"),
                              flush_subnormals=v.get("flush_subnormals", False),
@@ -655,7 +690,38 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
         report=ReportOptions(print_results=v.get("print_results", "summary"),
                              dump_dir=v.get("dump"), json_path=v.get("json")),
         argv=argv,
+        comparison=comparison,
     )
+
+
+def _rocmlir_data(v: dict[str, Any], mode: str, seed: int | None):
+    """rocmlir-gen's data rules (inputs._rocmlir_values): integer draws unless -rand_type
+    float, whose range is -rand_min/-rand_max as integers (0, 1)."""
+    from convgen.options import DataSpec
+    if v.get("rand_both_signs"):
+        raise ConvgenError("-rand_both_signs is convgen's: rocmlir-gen draws plain ranges")
+    lo, hi = v.get("rand_min", 0), v.get("rand_max", 1)
+    for flag, x in (("rand_min", lo), ("rand_max", hi)):
+        if x != int(x):
+            raise ConvgenError(f"-{flag} {x:g}: rocmlir-gen's float range is given as integers")
+    ilo, ihi = v.get("rand_min_int", -5), v.get("rand_max_int", 5)
+    if ilo > ihi:
+        raise ConvgenError(f"-rand_min_int {ilo} is larger than -rand_max_int {ihi}")
+    return DataSpec(mode=mode, seed=_resolve_seed(mode, seed), lo=float(int(lo)), hi=float(int(hi)),
+                    rand_type=v.get("rand_type", "int"), side=v.get("rand_side", "both"),
+                    generator="rocmlir", int_lo=ilo, int_hi=ihi)
+
+
+def _comparison(v: dict[str, Any], rocmlir: bool):
+    """Who judges: --comparator, else allclose when -atol or -rtol is given, else legacy
+    under rocmlir-gen's semantics and convgen's own checks under convgen's."""
+    from convgen.options import Comparison
+    given = v.get("comparator")
+    if given is None:
+        given = "allclose" if ("atol" in v or "rtol" in v) else ("legacy" if rocmlir else "convgen")
+    elif given != "allclose" and ("atol" in v or "rtol" in v):
+        raise ConvgenError(f"-atol and -rtol are the allclose comparator's, not {given}'s")
+    return Comparison(given, v.get("atol"), v.get("rtol"))
 
 
 def _dialect(argv: list[str]) -> tuple[bool, Table]:
@@ -1007,7 +1073,19 @@ def command_type(words: list[str]) -> str | None:
     return "f32"
 
 
-def lit_substitutions(*, random_seed: str, validation: str, xdlops: bool) -> list[tuple[str, str]]:
+def setting_words(semantics: str | None = None, comparator: str | None = None) -> list[str]:
+    """The flags that give a convgen line a folder's semantics or a run's default
+    comparator (convgen.lit_format puts them before the line's own, which win)."""
+    words = []
+    if semantics and semantics != "convgen":
+        words.append(f"--semantics={semantics}")
+    if comparator:
+        words.append(f"--comparator={comparator}")
+    return words
+
+
+def lit_substitutions(*, random_seed: str, validation: str, xdlops: bool,
+                      comparator: str = "") -> list[tuple[str, str]]:
     """The flag text of the suite's lit substitutions; ValueError names a bad setting."""
     seed = random_seed.strip().lower()
     try:
@@ -1023,6 +1101,7 @@ def lit_substitutions(*, random_seed: str, validation: str, xdlops: bool) -> lis
         ("%away_from_zero", "-rand_min 1 -rand_max 3 -rand_both_signs"),
         ("%xdlops", "-x2" if xdlops else "-x2=0"),
         ("%pv", "-pv" if validation.strip().lower() == "cpu" else "-pv_with_gpu"),
+        ("%comparator", " ".join(setting_words(comparator=comparator))),
     ]
 
 

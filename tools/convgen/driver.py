@@ -205,6 +205,14 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
     outcome.verdict = verify.verify(out, outcome.ref, p.dtype.out_type, config.thresholds, accum,
                                     dim_names=_dim_names(p.writes), bias_check=bias_check,
                                     outside=guard.outside())
+    cmp = config.comparison
+    if cmp.comparator != "convgen":
+        limits = tolerance.rocmlir_limits(
+            cmp.comparator, p.dtype, config.thresholds, cmp.atol, cmp.rtol,
+            tolerance.rocmlir_k_eff(p), config.data.mode == "random",
+            cfg.split if p.direction.splits_reduction else 1)
+        outcome.verdict = verify.rocmlir_verdict(outcome.verdict, out, outcome.ref, limits,
+                                                 dim_names=_dim_names(p.writes))
     timer("verify", t0)
     return outcome
 

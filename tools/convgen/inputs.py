@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from convgen.errors import ConvgenError
-from convgen.options import FIXED_PATTERN, DataSpec
+from convgen.options import FIXED_PATTERN, ROCMLIR_FIXED, DataSpec
 from convgen.problem import ConvProblem
 
 MAX_SEED = 2**32 - 1   # rocmlir-gen seeds srand(), an unsigned int
@@ -85,6 +85,8 @@ def _guarded(phys_shape, dtype, device):
 
 
 def _range(spec: DataSpec, problem: ConvProblem) -> tuple[float, float]:
+    if spec.generator == "rocmlir" and spec.rand_type != "float":
+        return float(spec.int_lo), float(max(spec.int_lo, spec.int_hi - 1))
     lo, hi = problem.dtype.default_rand_range
     return (lo if spec.lo is None else spec.lo), (hi if spec.hi is None else spec.hi)
 
@@ -147,15 +149,64 @@ def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict:
     validate(spec, problem)
     out = {}
     dt = problem.dtype.torch_dtype
+    drawn = _rocmlir_values(problem, spec) if spec.generator == "rocmlir" else None
     for salt, name in enumerate(problem.reads):
         phys = problem.physical_shape(name)
         t, buf, _ = _guarded(phys, dt, device)
         buf.fill_(float("nan") if dt.is_floating_point else torch.iinfo(dt).min)
-        if spec.side not in ("both", name):
+        if drawn is not None:
+            t.view(-1).copy_(torch.from_numpy(drawn[name]))
+        elif spec.side not in ("both", name):
             t.fill_(1)
         else:
             _fill(t, spec, problem, salt + 1)
         out[name] = t.permute(problem.to_logical_perm(name))
+    return out
+
+
+# rocmlir-gen's kernel arguments, in the order its harness fills them (the destination,
+# last, draws after the inputs and changes none of their numbers)
+ROCMLIR_ARGS = {"fwd": ("filter", "input"), "bwd_data": ("filter", "output"),
+                "bwd_weight": ("input", "output")}
+
+
+def _rocmlir_values(problem: ConvProblem, spec: DataSpec) -> dict:
+    """Each input's values in its memory order, as rocmlir-gen's harness fills them
+    (--semantics=rocmlir): `fixed` repeats {0.5, -1, 0.75} (integer types {1, -1, 2}) from
+    each tensor's first element; `none` is 1 (0.1 for float draws); random data is one
+    glibc rand() stream seeded with srand(seed), the tensors in kernel-argument order, one
+    call per element: integers (rand() % (max - min)) + min in [-rand_min_int,
+    -rand_max_int), floats (max - min) * rand() / RAND_MAX + min in fp32 over
+    [-rand_min, -rand_max]; a tensor that -rand_side leaves out holds 1 (0.1 for float
+    draws) and draws nothing. The values are then rounded to the element type."""
+    import numpy as np
+    from convgen.glibc_rand import RAND_MAX, GlibcRand
+    floats = spec.rand_type == "float"
+    out = {}
+    if spec.mode in ("fixed", "none"):
+        for name in problem.reads:
+            n = problem.elements(name)
+            if spec.mode == "none":
+                out[name] = np.full(n, np.float32(0.1) if floats else 1.0, dtype=np.float32)
+            else:
+                pattern = ROCMLIR_FIXED["int" if problem.dtype.is_int else "float"]
+                out[name] = np.resize(np.asarray(pattern, dtype=np.float32), n)
+        return out
+    gen = GlibcRand(spec.seed)
+    lo, hi = (spec.lo, spec.hi) if floats else (spec.int_lo, spec.int_hi)
+    for name in ROCMLIR_ARGS[problem.direction.name]:
+        n = problem.elements(name)
+        if spec.side not in ("both", name) or lo == hi:
+            const = 1 if spec.side not in ("both", name) else lo   # min == max: no draw
+            # the runtime returns float(min) * 0.1 (a double product) for float draws
+            out[name] = np.full(n, float(np.float32(const)) * 0.1 if floats else const,
+                                dtype=np.float32)
+            continue
+        r = np.asarray(gen.take(n), dtype=np.int64)
+        if floats:
+            out[name] = ((hi - lo) * r.astype(np.float64) / RAND_MAX).astype(np.float32) + np.float32(lo)
+        else:
+            out[name] = ((r % (hi - lo)) + lo).astype(np.float32)
     return out
 
 

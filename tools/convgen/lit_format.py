@@ -14,6 +14,11 @@ verdict is what the shell gives: same exit codes, same `not`, same stderr merge.
 other RUN line, and every test that changes its shell's state (`cd`, `export`) or asks
 for retries, goes through lit's own shell as ShTest runs it.
 
+A test folder's `lit.local.cfg` may set `config.convgen_semantics = "rocmlir"`: every
+convgen line there then runs with `--semantics=rocmlir` (rocmlir-gen's data and
+comparator), so lines imported from rocMLIR stay as they were written; `--param
+comparator=` gives every line a default comparator the same way.
+
 Each in-process run starts clean: the test's environment (lit's config.environment, as
 a subprocess would get it) replaces os.environ and is put back afterwards, the working
 directory is the test's, torch's global seed is reset, and CUDA's cached memory is
@@ -71,12 +76,16 @@ class ConvgenTest(lit.formats.ShTest):
         gpu_env: CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES; None without a GPU.
         gpus: the GPUs the workers are spread over (their ids as that variable names them).
         record: a file each in-process convgen run appends its run_record to.
+        comparator: the comparator every convgen line gets unless it names one ("": each
+            semantics' own).
     """
 
     def __init__(self, convgen: str, filecheck: str, inprocess: bool = True,
                  filecheck_inprocess: bool = False, gpu_env: str | None = None,
-                 gpus: tuple[str, ...] = (), record: str | None = None):
+                 gpus: tuple[str, ...] = (), record: str | None = None, comparator: str = ""):
         super().__init__(execute_external=False)
+        self.convgen_text = convgen
+        self.comparator = comparator
         self.convgen = shlex.split(convgen)
         self.filecheck = shlex.split(filecheck)
         self.inprocess = inprocess
@@ -89,8 +98,6 @@ class ConvgenTest(lit.formats.ShTest):
 
     def execute(self, test, litConfig):
         self._pin_gpu(test)
-        if not self.inprocess or test.allowed_retries or _TAINTED:
-            return super().execute(test, litConfig)
         if test.config.unsupported:
             return lit.Test.Result(lit.Test.UNSUPPORTED, "Test is unsupported")
         script = runner.parseIntegratedTestScript(test)
@@ -105,12 +112,26 @@ class ConvgenTest(lit.formats.ShTest):
         conditions = {feature: True for feature in test.config.available_features}
         script = runner.applySubstitutions(script, substitutions, conditions,
                                            recursion_limit=test.config.recursiveExpansionLimit)
+        script = [self._with_settings(line, test.config) for line in script]
         plan = [(line, self._inprocess_line(line, litConfig, test)) for line in script]
-        if not any(parts for _, parts in plan) or any(self._stateful(line, litConfig, test)
-                                                      for line, _ in plan):
-            return super().execute(test, litConfig)
+        if (not self.inprocess or test.allowed_retries or _TAINTED
+                or not any(parts for _, parts in plan)
+                or any(self._stateful(line, litConfig, test) for line, _ in plan)):
+            return runner._runShTest(test, litConfig, False, script, tmp_base)
         os.makedirs(os.path.dirname(tmp_base), exist_ok=True)
         return self._run(test, litConfig, tmp_base, plan)
+
+    def _with_settings(self, line: str, config) -> str:
+        """The line with the settings its folder and the run give every convgen command:
+        `config.convgen_semantics` (a lit.local.cfg's, for imported lines left unchanged)
+        and the default comparator (--param comparator, E2E_COMPARATOR). They go first, so
+        the line's own flags win."""
+        from convgen.cli import setting_words
+        extra = setting_words(getattr(config, "convgen_semantics", None), self.comparator)
+        if not extra:
+            return line
+        head = self.convgen_text + " "
+        return line.replace(head, head + " ".join(extra) + " ")
 
     # ---- which lines run here ---------------------------------------------------------
 
@@ -232,7 +253,9 @@ class ConvgenTest(lit.formats.ShTest):
             if check_status:
                 text += f"# error: FileCheck failed with exit status: {check_status}\n"
         else:
-            text += "".join(line + "\n" for line in out.splitlines() if "RMS=" in line)
+            # the verdict's summary: convgen's metrics line, or rocMLIR's comparator line
+            text += "".join(line + "\n" for line in out.splitlines()
+                            if "RMS=" in line or "comparator:" in line)
         # with pipefail a pipeline's status is its last failing command's
         return (check_status or status), text
 

@@ -14,6 +14,8 @@ from convgen.tolerance import Thresholds
 
 # `-rand fixed`: a short repeating pattern, the same for every run (rocmlir-gen style).
 FIXED_PATTERN = (0.5, -1.0, 0.75, 2.0, -0.25)
+# rocmlir-gen's own (--semantics=rocmlir): by the element type, float or integer
+ROCMLIR_FIXED = {"float": (0.5, -1.0, 0.75), "int": (1.0, -1.0, 2.0)}
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,9 @@ class DataSpec:
     rand_type: str | None = None   # "int" or "float"; None: follows the element type
     side: str = "both"             # "both" or the one tensor that gets random data
     both_signs: bool = False       # draw |x| from [lo, hi], then a random sign
+    generator: str = "philox"      # "philox" (convgen's) or "rocmlir" (rocmlir-gen's rules)
+    int_lo: int = -5               # rocmlir: -rand_min_int, -rand_max_int (int draws in [lo, hi))
+    int_hi: int = 5
 
     def describe(self) -> str:
         if self.mode == "fixed":
@@ -33,6 +38,15 @@ class DataSpec:
         if self.mode == "none":
             return "all ones"
         return f"random, seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Who judges the bits: convgen's own checks, or rocMLIR's legacy or allclose
+    comparator (tolerance.rocmlir_limits), with allclose's atol and rtol when given."""
+    comparator: str = "convgen"
+    atol: float | None = None
+    rtol: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class RunConfig:
     thresholds: Thresholds = field(default_factory=Thresholds)
     report: ReportOptions = field(default_factory=ReportOptions)
     argv: tuple[str, ...] = ()              # as given, to print a reproducer
+    comparison: Comparison = field(default_factory=Comparison)
 
 
 @dataclass(frozen=True)

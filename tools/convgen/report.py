@@ -70,6 +70,20 @@ def summary_line(v) -> str:
             f"({v.out_type.name}, {v.n} elements, {v.exact_count} equal)")
 
 
+def rocmlir_line(v) -> str:
+    """What rocMLIR's comparator saw, when it judged (tolerance.rocmlir_limits)."""
+    lim, m = v.rocmlir, v.metrics
+    if lim.exact:
+        return f"rocMLIR {lim.comparator} comparator: integers, {m['rocmlir_failing']} of {v.n} differ"
+    if lim.comparator == "legacy":
+        forced = f", forced for {v.out_type.name}" if lim.rel_forced else ""
+        return (f"rocMLIR legacy comparator: RMS={m['rocmlir_rms']:.2e} (<= {lim.rms:.2e}) "
+                f"maxAbsDiff={m['rocmlir_max_abs_diff']:.2e} (<= {lim.abs:g}) "
+                f"maxRelDiff={m['rocmlir_max_rel_diff']:.2e} (<= {lim.rel:g}{forced})")
+    return (f"rocMLIR allclose comparator: |kern - val| <= {lim.atol:.3e} + {lim.rtol:.3e}*|val|: "
+            f"{m['rocmlir_failing']} of {v.n} elements fail")
+
+
 def _bias_limit(th) -> str:
     return f"(<= {th.bias:.3f})" if math.isfinite(th.bias) else "(not checked)"
 
@@ -157,6 +171,22 @@ def _sentence(f, v) -> str:
     if f.kind == "poison":
         return (f"{f.count} element(s) hold the int32 minimum, the poison value: probably never "
                 "written")
+    if f.kind in ("rocmlir_rms", "rocmlir_abs", "rocmlir_rel"):
+        what = {"rocmlir_rms": "RMS", "rocmlir_abs": "maxAbsDiff", "rocmlir_rel": "maxRelDiff"}[f.kind]
+        bit = {"rocmlir_rms": "RMS", "rocmlir_abs": "abs", "rocmlir_rel": "rel"}[f.kind]
+        where = (f" at {_at(f.at.index)}: val={_g(f.at.val)}, kern={_g(f.at.kern)}"
+                 if f.at is not None else "")
+        return f"{bit} bit 0 (rocMLIR legacy comparator): {what} {f.value:.2e} > {f.limit:g}{where}"
+    if f.kind == "allclose":
+        w = f.at
+        where = (f"; the worst at {_at(w.index)}: val={_g(w.val)}, kern={_g(w.kern)}"
+                 if w is not None else "")
+        if f.detail == "exact":
+            return f"every bit 0 (rocMLIR): {f.count} of {v.n} integer elements differ{where}"
+        lim = v.rocmlir
+        return (f"every bit 0 (rocMLIR allclose comparator): {f.count} of {v.n} elements have "
+                f"|kern - val| > {lim.atol:.3e} + {lim.rtol:.3e}*|val| (the worst by "
+                f"{f.value:.2e}){where}")
     if f.kind == "empty":
         return "the output is empty: nothing was verified; every bit fails"
     if f.kind == "kern_zero":
@@ -221,7 +251,10 @@ def render(v, mode: str = "summary", reproduce: str | None = None) -> tuple[list
     elif mode == "failure" and not failed:
         out = []
     else:
-        out = [summary_line(v)] + [f"warning: {w}" for w in warnings(v)] + more + reasons
+        head = [summary_line(v)] if v.rocmlir is None else [
+            rocmlir_line(v), "convgen's own metrics (for people; rocMLIR's comparator judged): "
+            + summary_line(v)]
+        out = head + [f"warning: {w}" for w in warnings(v)] + more + reasons
     out += repro
     err = reasons + more + repro if failed else []
     return [PREFIX + ln for ln in out], [PREFIX + ln for ln in err]
@@ -282,6 +315,7 @@ def to_json(v) -> dict:
         bad_inf_count=v.bad_inf_count, int_min_count=v.int_min_count,
         ref_max_abs=_num(v.ref_max_abs), kern_max_abs=_num(v.kern_max_abs),
         out_type=v.out_type.name, worst={k: _element(w) for k, w in v.worst.items()},
+        rocmlir=v.rocmlir.to_json() if v.rocmlir is not None else None,
         findings=[{"kind": f.kind, "fails": f.fails, "count": f.count, "value": _num(f.value),
                    "limit": _num(f.limit), "at": _element(f.at), "detail": f.detail}
                   for f in v.findings],

@@ -293,3 +293,95 @@ def resolve(thresholds: Thresholds, out: dtypes.ElemType, accum: Accumulation | 
     how = (thresholds.rms.mode, thresholds.abs.mode, thresholds.rel.mode)
     bias = bias_limit(n) + bias_lean(accum, out)
     return Resolved(rms, abs_, rel, rel_auto, how, (auto_rms, auto_abs, auto_atol), bias)
+
+
+# ---- rocMLIR's comparators --------------------------------------------------------------
+#
+# `--comparator=legacy` and `--comparator=allclose` judge as rocmlir-gen's verifier does
+# (rocmlir-gen's createVerifierFunc picks the limits; its runtime's mcpuVerify and
+# mcpuVerifyAllclose apply them), for lines imported from rocMLIR's suites:
+#
+#   legacy    [RMS <= rms, maxAbsDiff <= abs, maxRelDiff <= rel], RMS as convgen's,
+#             maxRelDiff = max |val - kern| / max(|val|, 1e-8) over val != 0. Defaults: rms
+#             3e-5 (1e-3 for f16 and bf16 outputs), abs 100, rel 1e-6; for f16 and bf16 the
+#             rel threshold is 100 whatever the line asks.
+#   allclose  every element |kern - val| <= atol + rtol*|val| (all three bits alike), with
+#             atol = base_atol + K_eff * sum_err(type, random data), rtol = base_rtol (+
+#             sqrt(split) * epsilon for a split reduction), K_eff the products per
+#             output: (C/G)*Z*Y*X for fwd and bwd_data, N*Do*Ho*Wo for bwd_weight.
+#
+# In both an f32 output element whose reference is subnormal counts as equal and
+# infinities are compared as +-65504. The constants are rocMLIR's allcloseBaseline and
+# sumErrorTolerance, per the narrowest float type of the convolution:
+ALLCLOSE = {   # type: (base_atol, base_rtol, sum_err random, sum_err fixed or none)
+    "f16": (1e-5, 1e-3, 1 / 900, 1 / 900),
+    "bf16": (1e-5, 1.6e-2, 1 / 100, 1 / 100),
+    "f32": (1e-5, 1.3e-6, 1e-5, 1e-6),
+    "fp8_e4m3": (1e-1, 0.125, 0.125, 0.125), "fp8_e4m3fnuz": (1e-1, 0.125, 0.125, 0.125),
+    "fp8_e5m2": (1e-1, 0.25, 0.25, 0.25), "fp8_e5m2fnuz": (1e-1, 0.25, 0.25, 0.25),
+}
+ALLCLOSE_OTHER = (1e-2, 1e-2, 1 / 100, 1 / 100)
+LEGACY_RMS, LEGACY_RMS_16BIT, LEGACY_ABS, LEGACY_REL, LEGACY_REL_16BIT = 3e-5, 1e-3, 100.0, 1e-6, 100.0
+COMPARATORS = ("convgen", "legacy", "allclose")
+
+
+@dataclass(frozen=True)
+class RocmlirLimits:
+    comparator: str      # "legacy" or "allclose"
+    rms: float = 0.0
+    abs: float = 0.0
+    rel: float = 0.0
+    rel_forced: bool = False    # legacy: the rel threshold was set to 100 for a 16-bit output
+    atol: float = 0.0
+    rtol: float = 0.0
+    exact: bool = False         # integer outputs: every element equal
+
+    def to_json(self) -> dict:
+        return {"comparator": self.comparator, "rms": self.rms, "abs": self.abs, "rel": self.rel,
+                "rel_forced": self.rel_forced, "atol": self.atol, "rtol": self.rtol,
+                "exact": self.exact}
+
+
+def rocmlir_limits(comparator: str, dtype: dtypes.ElemType, thresholds: Thresholds,
+                   atol: float | None, rtol: float | None, k_eff: int, random: bool,
+                   split: int = 1) -> RocmlirLimits:
+    """The limits rocMLIR's `comparator` applies to a convolution of type `dtype` (the
+    input type: the narrowest float of the problem) whose outputs sum k_eff products, on
+    random (or fixed/none) data, with its reduction split in `split` parts. Thresholds
+    given as numbers replace the legacy defaults (auto means the default here); atol and
+    rtol replace allclose's."""
+    out = dtype.out_type
+    if out.is_int:
+        return RocmlirLimits(comparator, exact=True)
+    if comparator == "legacy":
+        sixteen = out.name in ("f16", "bf16")
+
+        def given(lim: Limit, default: float) -> float:
+            return lim.value if lim.mode == "given" else default
+        rel = given(thresholds.rel, LEGACY_REL)
+        return RocmlirLimits("legacy", rms=given(thresholds.rms, LEGACY_RMS_16BIT if sixteen else LEGACY_RMS),
+                             abs=given(thresholds.abs, LEGACY_ABS),
+                             rel=LEGACY_REL_16BIT if sixteen else rel,
+                             rel_forced=sixteen and rel != LEGACY_REL_16BIT)
+    base_atol, base_rtol, err_random, err_fixed = ALLCLOSE.get(dtype.name, ALLCLOSE_OTHER)
+    # rocMLIR sums in f32: atol = baseAtol + float(kEff) * sumErrorTolerance
+    default_atol = float(_f32(base_atol + _f32(k_eff * (err_random if random else err_fixed))))
+    a = default_atol if atol is None else atol
+    r = base_rtol if rtol is None else rtol
+    if rtol is None and split > 1:
+        r += math.sqrt(split) * 2.0 ** -dtype.mantissa   # 2^(1 - precision): one epsilon
+    return RocmlirLimits("allclose", atol=a, rtol=r)
+
+
+def rocmlir_k_eff(problem) -> int:
+    """rocMLIR's products per output (computeReductionK): per-group channels times the
+    filter's taps for fwd and bwd_data (which takes the forward count), the output's pixels
+    for bwd_weight."""
+    if problem.direction.splits_reduction:
+        return problem.n * problem.ho * problem.wo
+    return problem.c * problem.y * problem.x
+
+
+def _f32(x: float) -> float:
+    import struct
+    return struct.unpack("f", struct.pack("f", x))[0]

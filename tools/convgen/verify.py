@@ -35,6 +35,7 @@ behind them as data (what, how many, where, the values there). report.py words t
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -124,6 +125,7 @@ class Verdict:
     ref_max_abs: float = 0.0
     kern_max_abs: float = 0.0
     findings: tuple = ()
+    rocmlir: tolerance.RocmlirLimits | None = None   # judged by rocMLIR's comparator instead
 
     @property
     def nonfinite(self) -> bool:
@@ -476,3 +478,92 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
         ref_nan_count=int(p.tot["ref_nan"]), ref_inf_count=int(p.tot["ref_inf"]),
         bad_inf_count=int(p.tot["bad_inf"]), int_min_count=int(p.tot["int_min"]),
         ref_max_abs=p.tot["max_val"], kern_max_abs=p.tot["max_kern"], findings=findings)
+
+
+# ---- rocMLIR's comparators ------------------------------------------------------------
+
+# findings of convgen's own judgement that stand under rocMLIR's comparators too: NaN
+# (which fails those as well), writes outside the output, nothing compared, an all-zero
+# output; infinities are compared there as +-65504 instead
+_KEPT = ("kern_nan", "ref_nan", "outside", "empty", "kern_zero", "poison")
+F32_TINY = 2.0 ** -126
+CLAMP = 65504.0
+
+
+def rocmlir_verdict(v: Verdict, kern, ref, limits: tolerance.RocmlirLimits,
+                    dim_names: str = "ngkhw", chunk: int = CHUNK) -> Verdict:
+    """v judged by rocMLIR's comparator (tolerance.rocmlir_limits says which and its limits):
+    its bits and the findings behind them. convgen's own metrics, histograms and worst
+    elements stay in the verdict, for people."""
+    f32 = v.out_type.name == "f32"
+    tot = {"sum_sq": 0.0, "mag": 0.0, "max_abs": 0.0, "max_rel": 0.0, "fails": 0, "nan": 0,
+           "max_excess": -math.inf}
+    at: dict = {}
+    for idx, start in _chunks(tuple(kern.shape), chunk):
+        k = kern[idx].reshape(-1).to(torch.float64)
+        r = ref[idx].reshape(-1).to(torch.float64)
+        if k.numel() == 0:
+            continue
+        nan = k.isnan() | r.isnan()
+        equal = (k == r) | (f32 & (r != 0) & (r.abs() < F32_TINY))
+        kc = k.nan_to_num(nan=0.0, posinf=CLAMP, neginf=-CLAMP)
+        rc = r.nan_to_num(nan=0.0, posinf=CLAMP, neginf=-CLAMP)
+        d = torch.where(equal | nan, 0.0, (rc - kc).abs())
+        rel = torch.where((rc != 0) & ~equal & ~nan, d / rc.abs().clamp_min(1e-8), 0.0)
+        if limits.exact:
+            excess = torch.where(equal & ~nan, -math.inf, math.inf)
+        else:
+            excess = torch.where(nan, math.inf, torch.where(
+                equal, -math.inf, d - (limits.atol + limits.rtol * rc.abs())))
+        cols = {"sum_sq": (d * d).sum(), "mag": torch.where(nan, 0.0, torch.maximum(rc.abs(), kc.abs())).amax(),
+                "max_abs": d.amax(), "max_rel": rel.amax(), "fails": (excess > 0).sum(),
+                "nan": nan.sum(), "max_excess": excess.amax()}
+        where = {"max_abs": d.argmax(), "max_rel": rel.argmax(), "max_excess": excess.argmax()}
+        vals = torch.stack([c.to(torch.float64) for c in cols.values()]
+                           + [w.to(torch.float64) for w in where.values()]).tolist()
+        got = dict(zip(cols, vals))
+        for key in ("sum_sq", "fails", "nan"):
+            tot[key] += got[key]
+        for key in ("mag", "max_abs", "max_rel", "max_excess"):
+            if got[key] > tot[key]:
+                tot[key] = got[key]
+                if key in where:
+                    at[key] = start + int(vals[len(cols) + list(where).index(key)])
+    n = kern.numel()
+    names = _names(dim_names, kern.dim())
+
+    def worst(key: str) -> Worst | None:
+        if key not in at:
+            return None
+        (val,), (k,) = _values_at([at[key]], ref, kern)
+        return Worst(tot[key], val, k, _coords(at[key], tuple(kern.shape), names))
+
+    rms = math.sqrt(tot["sum_sq"]) / (tot["mag"] * math.sqrt(n)) if tot["mag"] > 0 and n else 0.0
+    metrics = {**v.metrics, "rocmlir_rms": rms, "rocmlir_max_abs_diff": tot["max_abs"],
+               "rocmlir_max_rel_diff": tot["max_rel"], "rocmlir_failing": int(tot["fails"])}
+    kept = [f for f in v.findings if f.kind in _KEPT]
+    findings = list(kept)
+    if limits.comparator == "legacy" and not limits.exact:
+        if tot["nan"]:
+            bits = (0, 0, 0)
+        else:
+            bits = (int(rms <= limits.rms), int(tot["max_abs"] <= limits.abs),
+                    int(tot["max_rel"] <= limits.rel))
+        if not bits[0] and not tot["nan"]:
+            findings.append(Finding("rocmlir_rms", True, value=rms, limit=limits.rms))
+        if not bits[1] and not tot["nan"]:
+            findings.append(Finding("rocmlir_abs", True, value=tot["max_abs"], limit=limits.abs,
+                                    at=worst("max_abs")))
+        if not bits[2] and not tot["nan"]:
+            findings.append(Finding("rocmlir_rel", True, value=tot["max_rel"], limit=limits.rel,
+                                    at=worst("max_rel")))
+    else:
+        ok = int(tot["fails"] == 0)
+        bits = (ok, ok, ok)
+        if not ok:
+            findings.append(Finding("allclose", True, count=int(tot["fails"]),
+                                    value=tot["max_excess"], at=worst("max_excess"),
+                                    detail="exact" if limits.exact else ""))
+    if any(f.fails for f in kept):
+        bits = (0, 0, 0)
+    return dataclasses.replace(v, bits=bits, metrics=metrics, findings=tuple(findings), rocmlir=limits)
