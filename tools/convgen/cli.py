@@ -467,6 +467,7 @@ MIOPEN_IGNORED = (
     (("Y", "trans_output_pad_h"), "output padding of transposed convolution"),
     (("X", "trans_output_pad_w"), "output padding of transposed convolution"),
     (("%", "trans_output_pad_d"), "output padding in depth"),
+    ("perf_priority", "rocMLIR's perfRunner: how much tuning a config deserves"),
 )
 
 MIOPEN_FLAGS = _table(

@@ -1,6 +1,5 @@
-// rocMLIR e2e test conv_regression_fwd, config 2 of 61: -p -rand_side filter
-// Source: ROCm/rocmlirTriton@0835cac0e6ba:mlir/test/e2e/conv_regression_fwd.toml (expanded as its generateE2ETest.py does; each line must print
-// [1 1 1]). Written by scripts/import-rocmlir-toml; rocmlir-gen's semantics from lit.local.cfg.
+// rocMLIR e2e test conv_regression_fwd, 2 of 61: -p -rand_side filter
+// Source: ROCm/rocmlirTriton@0835cac0e6ba:mlir/test/e2e/conv_regression_fwd.toml. Written by scripts/import-tests (toml); must print [1 1 1].
 // REQUIRES: gpu
 // RUN: %convgen -p -rand_side filter --operation conv -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -t f32 -rand_type float -relDiff_threshold 0.00001 -arch %arch %pv %random_data %rocmlir_gen_flags | FileCheck %s
 // RUN: %convgen -p -rand_side filter --operation conv -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -t f16 -rand_type float -relDiff_threshold 0.00001 -arch %arch %pv %random_data %rocmlir_gen_flags | FileCheck %s
