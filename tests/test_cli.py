@@ -127,19 +127,30 @@ def test_numbered_layouts(fil, inp, out, want):
     assert (p.layouts["filter"], p.layouts["input"], p.layouts["output"]) == want
 
 
-def test_a_3d_line_of_depth_1_runs_as_2d_and_a_deeper_one_is_refused():
+def test_3d_lines():
+    """A 3-D line of depth 1 is a 2-D problem (rocMLIR's kc012 regression lines); a deeper
+    one is 3-D, its layouts naming the depth (digit 2, or MIOpen's D)."""
     p = parse(sizes() + "-fil_layout=gkc012 -in_layout=ngc012 -out_layout=ngk012 -in_d 1 "
               "-fil_d 1 --padding_d 0 --conv_stride_d 1 --dilation_d 1".split()).problem
-    assert (p.hi, p.y, p.layouts["input"]) == (9, 3, "ngchw")
-    for extra, flag in (("-in_d 4", "-in_d 4"), ("-fil_d 3", "-fil_d 3"), ("--padding_d 1", "-padding_d 1"),
-                        ("-out_d 2", "-out_d 2")):
-        msg = error(sizes() + ["-fil_layout=kc012", "-in_layout=nc012", "-out_layout=nk012", *extra.split()])
-        assert flag in msg and "3-D convolution runs only with a depth of 1" in msg
-    # MIOpenDriver: -_ 3 with NCDHW layouts and depth 1; its 2-D lines carry depth flags of 0
-    q = parse(["conv"] + MIOPEN + "-_ 3 -! 1 -@ 1 -$ 0 -# 1 -^ 1 -I NCDHW -f NCDHW -O NDHWC".split()).problem
-    assert q.layouts == {"filter": "gkcyx", "input": "ngchw", "output": "nhwgk"}
-    assert parse(["conv"] + MIOPEN + "--spatial_dim 2 --in_d 1 --conv_stride_d 0 --dilation_d 0".split())
-    assert "-in_d 32" in error(["conv"] + MIOPEN + ["-_", "3"])   # MIOpen's default depth
+    assert (p.hi, p.y, p.layouts["input"], p.is_3d) == (9, 3, "ngchw", False)
+    q = parse(sizes() + "-fil_layout=gkc012 -in_layout=ngc012 -out_layout=ngk012 -in_d 5 "
+              "-fil_d 2 --padding_d_l 1 --padding_d_r 0 --conv_stride_d 2 --dilation_d 1".split()).problem
+    assert q.is_3d and (q.di, q.z, q.stride_d, q.pad_d_l, q.pad_d_r, q.do) == (5, 2, 2, 1, 0, 3)
+    # digit 2 is the depth, so ngc012 keeps it innermost (MIOpen's NCDHW is rocmlir-gen's nc201)
+    assert q.layouts == {"filter": "gkcyxz", "input": "ngchwd", "output": "ngkhwd"}
+    assert q.logical_shape("output") == (2, 1, 6, 3, q.ho, q.wo)
+    assert "needs a depth dimension in the input layout" in error(sizes() + ["-in_d", "4"])
+    assert "-out_d 2 disagrees with the computed output depth 3" in error(
+        sizes() + "-fil_layout=kc012 -in_layout=nc012 -out_layout=nk012 -in_d 3 -out_d 2".split())
+    # MIOpenDriver: -_ 3 (its defaults: depth 32, filter depth 3) with NCDHW / NDHWC layouts
+    m = parse(["conv"] + MIOPEN + "-_ 3 -! 6 -@ 3 -$ 1 -# 1 -^ 1 -I NCDHW -f NCDHW -O NDHWC".split()).problem
+    assert m.is_3d and m.layouts == {"filter": "gkczyx", "input": "ngcdhw", "output": "ndhwgk"}
+    assert (m.di, m.z, m.do) == (6, 3, 6)
+    flat = parse(["conv"] + MIOPEN + "-_ 3 -! 1 -@ 1 -I NCDHW -f NCDHW -O NCDHW".split()).problem
+    assert not flat.is_3d and flat.layouts["input"] == "ngchw"
+    # its 2-D lines carry depth flags of 0, which count for nothing there
+    assert not parse(["conv"] + MIOPEN + "--spatial_dim 2 --in_d 1 --conv_stride_d 0 --dilation_d 0".split()).problem.is_3d
+    assert parse(["conv"] + MIOPEN + ["-_", "3", "-I", "NCDHW", "-f", "NCDHW", "-O", "NCDHW"]).problem.di == 32
 
 
 def test_group_spellings():

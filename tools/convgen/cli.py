@@ -54,6 +54,7 @@ REQUIRED_SIZES = (("n", "-batchsize"), ("c", "-in_channels"), ("k", "-out_channe
                   ("hi", "-in_h"), ("wi", "-in_w"), ("y", "-fil_h"), ("x", "-fil_w"))
 
 DEFAULT_LAYOUTS = {"filter": "kcyx", "input": "nchw", "output": "nkhw"}
+DEFAULT_LAYOUTS_3D = {"filter": "kczyx", "input": "ncdhw", "output": "nkdhw"}
 
 MIOPEN_COMMANDS = {"conv": "f32", "convfp16": "f16", "convbfp16": "bf16", "convint8": "i8"}
 
@@ -166,22 +167,24 @@ def _rand(text: str) -> tuple[str, int | None]:
     raise ValueError(f"expected fixed, none, or a seed from 0 to {MAX_SEED} (0: from the time)")
 
 
-# rocmlir-gen numbers the spatial dimensions: 0 = H (y), 1 = W (x), 2 = D (z). A 3-D
-# layout runs where its depth is 1 (the D dimension then has one element and leaves the
-# memory order of the others as it is): it is dropped.
-_DIGITS = {"input": {"0": "h", "1": "w", "2": ""}, "output": {"0": "h", "1": "w", "2": ""},
-           "filter": {"0": "y", "1": "x", "2": ""}}
+# rocmlir-gen numbers the spatial dimensions: 0 = H (y), 1 = W (x), 2 = D (z). A 2-D
+# problem drops a depth letter (problem.normalize_layout).
+_DIGITS = {"input": {"0": "h", "1": "w", "2": "d"}, "output": {"0": "h", "1": "w", "2": "d"},
+           "filter": {"0": "y", "1": "x", "2": "z"}}
 
 
 def _layout(tensor: str) -> Callable[[str], str]:
+    """Layout text -> letters (problem.normalize_layout checks them once the problem's
+    dimensions are known)."""
     from convgen.problem import normalize_layout
 
     def conv(text: str) -> str:
         letters = "".join(_DIGITS[tensor].get(ch, ch) for ch in text.strip().lower())
         try:
-            return normalize_layout(tensor, letters)
+            normalize_layout(tensor, letters, three_d="d" in letters or "z" in letters)
         except ConvgenError as e:
             raise ValueError(str(e).replace(f"'{letters}'", f"'{text}'")) from None
+        return letters
     return conv
 
 
@@ -439,14 +442,15 @@ ROCMLIR_FLAGS = _table(
         ("padding_w_r", "pad_w_r", _nonneg, "padding on one side", "-padding_w"),
         ("p", "populate", _switch(),
          "rocmlir-gen's default problem: N=128 C=8 K=128 32x32 3x3 (explicit sizes win)", "off"),
-        ("in_d", "in_d", _size, "input depth (3-D layouts: digit 2); runs when it is 1", "1"),
-        ("fil_d", "fil_d", _size, "filter depth; runs when it is 1", "1"),
-        ("out_d", "out_d", _size, "output depth: checked, must be 1", "computed"),
-        ("padding_d", "pad_d", _nonneg, "depth padding; runs when it is 0", "0"),
+        ("in_d", "in_d", _size, "input depth: above 1 (or -fil_d, -padding_d) a 3-D problem, "
+         "whose layouts name the depth (digit 2: nc012, kc012)", "1"),
+        ("fil_d", "fil_d", _size, "filter depth", "1"),
+        ("out_d", "out_d", _size, "output depth: checked against the computed one", "computed"),
+        ("padding_d", "pad_d", _nonneg, "depth padding, both sides", "0"),
         ("padding_d_l", "pad_d_l", _nonneg, "depth padding on one side", "-padding_d"),
         ("padding_d_r", "pad_d_r", _nonneg, "depth padding on one side", "-padding_d"),
-        ("conv_stride_d", "stride_d", _nonneg, "depth stride (no effect at depth 1)", "1"),
-        ("dilation_d", "dil_d", _nonneg, "depth dilation (no effect at depth 1)", "1"),
+        ("conv_stride_d", "stride_d", _nonneg, "depth stride", "1"),
+        ("dilation_d", "dil_d", _nonneg, "depth dilation", "1"),
     ]),
     *_COMMON,
     ("Accepted for rocmlir-gen lines", _compat_rows(COMPAT_FLAGS)),
@@ -495,12 +499,12 @@ MIOPEN_FLAGS = _table(
         (("m", "mode"), None, _only("conv", why="transposed convolution is not supported"),
          "conv only", "conv"),
         (("_", "spatial_dim"), "spatial_dim", _words("2", "3"),
-         "2, or 3 with a depth of 1 (the depth flags below)", "2"),
-        (("!", "in_d"), "in_d", _size, "input depth (with -_ 3); runs when it is 1", "32"),
-        (("@", "fil_d"), "fil_d", _size, "filter depth (with -_ 3); runs when it is 1", "3"),
-        (("$", "pad_d"), "pad_d", _nonneg, "padding in depth (with -_ 3); runs when it is 0", "0"),
-        (("#", "conv_stride_d"), "stride_d", _nonneg, "stride in depth (no effect at depth 1)", "1"),
-        (("^", "dilation_d"), "dil_d", _nonneg, "dilation in depth (no effect at depth 1)", "1"),
+         "2, or 3: a 3-D problem (the depth flags below; layouts NCDHW, NDHWC)", "2"),
+        (("!", "in_d"), "in_d", _size, "input depth (with -_ 3)", "32"),
+        (("@", "fil_d"), "fil_d", _size, "filter depth (with -_ 3)", "3"),
+        (("$", "pad_d"), "pad_d", _nonneg, "padding in depth (with -_ 3)", "0"),
+        (("#", "conv_stride_d"), "stride_d", _nonneg, "stride in depth (with -_ 3)", "1"),
+        (("^", "dilation_d"), "dil_d", _nonneg, "dilation in depth (with -_ 3)", "1"),
         (("b", "bias"), None, _only("0", why="bias is not supported"), "0 only", "0"),
         (("r", "pad_val"), None, _only("0", why="only zero padding is supported"), "0 only", "0"),
         (("z", "pad_mode"), None, _only("default", why="give the padding with -p/-q"),
@@ -594,19 +598,18 @@ def _resolve_seed(mode: str, seed: int | None) -> int:
     return 1 if seed is None else seed
 
 
-def _check_depth(v: dict[str, Any], miopen: bool) -> None:
-    """3-D lines run where their depth is 1 (a 2-D convolution); any other depth is refused
-    naming the flag. MIOpenDriver's depth flags count only with -_ 3."""
+def _depth(v: dict[str, Any], miopen: bool) -> tuple:
+    """(input depth, filter depth, stride, dilation, padding before, after). MIOpenDriver's
+    depth flags count only with -_ 3 (its 2-D lines carry them as 0)."""
     if miopen and v.get("spatial_dim", "2") != "3":
-        return
-    defaults = {"in_d": 32, "fil_d": 3} if miopen else {}
-    checks = (("in_d", "-in_d", 1), ("fil_d", "-fil_d", 1), ("out_d", "-out_d", 1),
-              ("pad_d", "-padding_d", 0), ("pad_d_l", "-padding_d_l", 0), ("pad_d_r", "-padding_d_r", 0))
-    for dest, flag, want in checks:
-        got = v.get(dest, defaults.get(dest, want))
-        if got != want:
-            raise ConvgenError(f"{flag} {got}: 3-D convolution runs only with a depth of 1 "
-                               "(in_d = fil_d = 1, no depth padding) for now")
+        return (1, 1, 1, 1, 0, 0)
+    di, z = v.get("in_d", 32 if miopen else 1), v.get("fil_d", 3 if miopen else 1)
+    stride, dil = v.get("stride_d", 1), v.get("dil_d", 1)
+    for flag, x in (("-conv_stride_d", stride), ("-dilation_d", dil)):
+        if x < 1 and (di, z) != (1, 1):
+            raise ConvgenError(f"{flag} {x}: a 3-D problem needs a positive depth stride and dilation")
+    pad = v.get("pad_d", 0)
+    return (di, z, max(1, stride), max(1, dil), v.get("pad_d_l", pad), v.get("pad_d_r", pad))
 
 
 def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
@@ -634,20 +637,22 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
         sizes = {"g": 1}
     sizes.update({key: v[key] for key in DEFAULT_PROBLEM if key in v})
 
-    _check_depth(v, miopen)
+    depth = _depth(v, miopen)
     pad_h, pad_w = v.get("pad_h", 0), v.get("pad_w", 0)
     pad = (v.get("pad_h_l", pad_h), v.get("pad_h_r", pad_h),
            v.get("pad_w_l", pad_w), v.get("pad_w_r", pad_w))
-    layouts = {"filter": v.get("fil_layout", DEFAULT_LAYOUTS["filter"]),
-               "input": v.get("in_layout", DEFAULT_LAYOUTS["input"]),
-               "output": v.get("out_layout", DEFAULT_LAYOUTS["output"])}
+    # MIOpenDriver's 3-D default is NCDHW
+    defaults = DEFAULT_LAYOUTS_3D if miopen and v.get("spatial_dim") == "3" else DEFAULT_LAYOUTS
+    layouts = {t: v.get(flag, defaults[t]) for t, flag in (("filter", "fil_layout"),
+                                                            ("input", "in_layout"), ("output", "out_layout"))}
     problem = make_problem(
         direction=v.get("direction", FWD), dtype=dtypes.elem_type(dtype),
         n=sizes["n"], g=sizes["g"], c_total=sizes["c"], k_total=sizes["k"],
         hi=sizes["hi"], wi=sizes["wi"], y=sizes["y"], x=sizes["x"],
         stride=(v.get("stride_h", 1), v.get("stride_w", 1)),
-        dilation=(v.get("dil_h", 1), v.get("dil_w", 1)), pad=pad, layouts=layouts)
-    for key, got, what in (("out_h", problem.ho, "height"), ("out_w", problem.wo, "width")):
+        dilation=(v.get("dil_h", 1), v.get("dil_w", 1)), pad=pad, layouts=layouts, depth=depth)
+    for key, got, what in (("out_h", problem.ho, "height"), ("out_w", problem.wo, "width"),
+                           ("out_d", problem.do, "depth")):
         if key in v and v[key] != got:
             raise ConvgenError(f"-{key} {v[key]} disagrees with the computed output {what} {got}")
 

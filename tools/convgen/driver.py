@@ -203,7 +203,7 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
         say(f"convgen: note: {unchecked}: the bias check is off for this run "
             "(its means are still printed)")
     outcome.verdict = verify.verify(out, outcome.ref, p.dtype.out_type, config.thresholds, accum,
-                                    dim_names=_dim_names(p.writes), bias_check=bias_check,
+                                    dim_names=_dim_names(p, p.writes), bias_check=bias_check,
                                     outside=guard.outside())
     cmp = config.comparison
     if cmp.comparator != "convgen":
@@ -212,14 +212,13 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
             tolerance.rocmlir_k_eff(p), config.data.mode == "random",
             cfg.split if p.direction.splits_reduction else 1)
         outcome.verdict = verify.rocmlir_verdict(outcome.verdict, out, outcome.ref, limits,
-                                                 dim_names=_dim_names(p.writes))
+                                                 dim_names=_dim_names(p, p.writes))
     timer("verify", t0)
     return outcome
 
 
-def _dim_names(tensor: str) -> str:
-    from convgen.problem import LOGICAL
-    return LOGICAL[tensor]
+def _dim_names(p, tensor: str) -> str:
+    return p.logical(tensor)
 
 
 def _save(config: RunConfig, o: Outcome) -> None:

@@ -10,26 +10,37 @@ whatever the memory layout:
 A layout string only decides the order in memory; it becomes a permutation, and
 the kernels see it as five strides. So any permutation, with or without `g`, is
 the same code path.
+
+A 3-D problem (a depth of input, filter or padding above the trivial one) adds a depth
+dimension after the channels: x (n, g, c, d, h, w), w (g, k, c, z, y, x), y (n, g, k, d,
+h, w). Its kernels and references run it as 2-D problems, one per filter depth tap, on
+depth slices gathered into the batch (depth.py): `depth_slice()` is that 2-D problem.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from convgen.directions import Direction, direction as _direction
 from convgen.dtypes import ElemType
 from convgen.errors import ConvgenError
 
 LOGICAL = {"input": "ngchw", "filter": "gkcyx", "output": "ngkhw"}
+LOGICAL_3D = {"input": "ngcdhw", "filter": "gkczyx", "output": "ngkdhw"}
+_DEPTH = {"input": "d", "filter": "z", "output": "d"}
 # The letter that `g` is inserted in front of when a layout omits it: groups are
 # the outer part of the channel dimension (channels = g * C + c), as in MIOpen.
 _CHANNEL = {"input": "c", "filter": "k", "output": "k"}
 MAX_ELEMENTS = 2**31 - 1  # kernels index with 32-bit offsets
 
 
-def normalize_layout(tensor: str, layout: str) -> str:
-    """Return the 5-letter layout (with `g`) for `tensor`, or raise naming the fault."""
-    want = LOGICAL[tensor]
+def normalize_layout(tensor: str, layout: str, three_d: bool = False) -> str:
+    """Return the 5-letter layout (6 with the depth, for a 3-D problem), with `g`, for
+    `tensor`, or raise naming the fault. A 2-D problem drops a depth letter (its depth is 1,
+    which leaves the other dimensions' order in memory as it is)."""
+    want = (LOGICAL_3D if three_d else LOGICAL)[tensor]
     lay = layout.strip().lower()
+    if not three_d:
+        lay = lay.replace(_DEPTH[tensor], "")
     if "g" not in lay:
         ch = _CHANNEL[tensor]
         if ch in lay:
@@ -72,8 +83,33 @@ class ConvProblem:
     pad_w_l: int = 0
     pad_w_r: int = 0
     layouts: dict = field(default_factory=lambda: dict(LOGICAL))
+    di: int = 1       # 3-D: input depth, filter depth, and the depth's geometry
+    z: int = 1
+    stride_d: int = 1
+    dil_d: int = 1
+    pad_d_l: int = 0
+    pad_d_r: int = 0
 
     # ---- derived sizes -------------------------------------------------
+    @property
+    def is_3d(self) -> bool:
+        return len(self.layouts["input"]) == 6
+
+    @property
+    def do(self) -> int:
+        return (self.di + self.pad_d_l + self.pad_d_r - self.dil_d * (self.z - 1) - 1) // self.stride_d + 1
+
+    def logical(self, tensor: str) -> str:
+        """The letters of a tensor's logical dimensions, in order."""
+        return (LOGICAL_3D if self.is_3d else LOGICAL)[tensor]
+
+    def depth_slice(self) -> "ConvProblem":
+        """The 2-D problem one filter depth tap of a 3-D problem poses: the output's depth
+        folded into the batch (depth.py gathers the slices), layouts without the depth."""
+        lays = {t: lay.replace(_DEPTH[t], "") for t, lay in self.layouts.items()}
+        return replace(self, n=self.n * self.do, di=1, z=1, stride_d=1, dil_d=1, pad_d_l=0,
+                       pad_d_r=0, layouts=lays)
+
     @property
     def ho(self) -> int:
         return (self.hi + self.pad_h_l + self.pad_h_r - self.dil_h * (self.y - 1) - 1) // self.stride_h + 1
@@ -89,6 +125,12 @@ class ConvProblem:
         return size
 
     def logical_shape(self, tensor: str) -> tuple[int, ...]:
+        if self.is_3d:
+            return {
+                "input": (self.n, self.g, self.c, self.di, self.hi, self.wi),
+                "filter": (self.g, self.k, self.c, self.z, self.y, self.x),
+                "output": (self.n, self.g, self.k, self.do, self.ho, self.wo),
+            }[tensor]
         return {
             "input": (self.n, self.g, self.c, self.hi, self.wi),
             "filter": (self.g, self.k, self.c, self.y, self.x),
@@ -96,13 +138,13 @@ class ConvProblem:
         }[tensor]
 
     def physical_shape(self, tensor: str) -> tuple[int, ...]:
-        dims = dict(zip(LOGICAL[tensor], self.logical_shape(tensor)))
+        dims = dict(zip(self.logical(tensor), self.logical_shape(tensor)))
         return tuple(dims[ch] for ch in self.layouts[tensor])
 
     def to_logical_perm(self, tensor: str) -> tuple[int, ...]:
         """Permutation that views a physical (layout-ordered) tensor in logical order."""
         lay = self.layouts[tensor]
-        return tuple(lay.index(ch) for ch in LOGICAL[tensor])
+        return tuple(lay.index(ch) for ch in self.logical(tensor))
 
     @property
     def reads(self) -> tuple[str, str]:
@@ -114,8 +156,12 @@ class ConvProblem:
 
     @property
     def gemm(self) -> tuple[int, int, int]:
-        """(M, N, reduction) of the implicit GEMM, per group."""
-        return self.direction.gemm(self)
+        """(M, N, reduction) of the implicit GEMM, per group (3-D: of all the depth taps'
+        slices together: the reduction, or bwd_weight's columns, times the taps)."""
+        if not self.is_3d:
+            return self.direction.gemm(self)
+        m, n, r = self.direction.gemm(self.depth_slice())
+        return (m, n * self.z, r) if self.direction.splits_reduction else (m, n, r * self.z)
 
     @property
     def accumulations(self) -> int:
@@ -128,32 +174,43 @@ class ConvProblem:
         the forward convolution is made once. (bwd_data's GEMM shape counts every input
         pixel against the whole filter, about stride_h*stride_w times too many for a strided
         problem, whose taps the kernel skips.)"""
-        return 2 * self.n * self.g * self.k * self.c * self.ho * self.wo * self.y * self.x
+        return (2 * self.n * self.g * self.k * self.c * self.ho * self.wo * self.y * self.x
+                * self.do * self.z)
 
     def describe(self) -> str:
         lay = self.layouts
         pads = (f"{self.pad_h_l},{self.pad_h_r},{self.pad_w_l},{self.pad_w_r}")
+        d = (lambda depth, h, w: f"{depth}x{h}x{w}") if self.is_3d else (lambda depth, h, w: f"{h}x{w}")
+        if self.is_3d:
+            pads = f"{self.pad_d_l},{self.pad_d_r}," + pads
         return (f"{self.direction.name} {self.dtype.name} N={self.n} G={self.g} C={self.c * self.g} "
-                f"K={self.k * self.g} {self.hi}x{self.wi} filter {self.y}x{self.x} "
-                f"stride {self.stride_h}x{self.stride_w} dil {self.dil_h}x{self.dil_w} pad {pads} "
-                f"-> {self.ho}x{self.wo} layouts {lay['filter']}/{lay['input']}/{lay['output']}")
+                f"K={self.k * self.g} {d(self.di, self.hi, self.wi)} filter {d(self.z, self.y, self.x)} "
+                f"stride {d(self.stride_d, self.stride_h, self.stride_w)} "
+                f"dil {d(self.dil_d, self.dil_h, self.dil_w)} pad {pads} "
+                f"-> {d(self.do, self.ho, self.wo)} layouts {lay['filter']}/{lay['input']}/{lay['output']}")
 
 
 def make_problem(*, direction: Direction | str, dtype: ElemType, n: int, g: int, c_total: int, k_total: int,
                  hi: int, wi: int, y: int, x: int, stride=(1, 1), dilation=(1, 1),
-                 pad=(0, 0, 0, 0), layouts: dict | None = None) -> ConvProblem:
-    """Build and validate a problem from user-level sizes (total channels, not per group)."""
+                 pad=(0, 0, 0, 0), layouts: dict | None = None, depth=(1, 1, 1, 1, 0, 0)) -> ConvProblem:
+    """Build and validate a problem from user-level sizes (total channels, not per group).
+    depth: (input depth, filter depth, stride, dilation, padding before, after); a problem
+    whose depths are 1 and depth padding 0 is 2-D."""
     direction = _direction(direction)
+    di, z, stride_d, dil_d, pad_d_l, pad_d_r = depth
     for name, val in (("batch size", n), ("group count", g), ("input channels", c_total),
                       ("output channels", k_total), ("input height", hi), ("input width", wi),
                       ("filter height", y), ("filter width", x), ("stride height", stride[0]),
                       ("stride width", stride[1]), ("dilation height", dilation[0]),
-                      ("dilation width", dilation[1])):
+                      ("dilation width", dilation[1]), ("input depth", di), ("filter depth", z),
+                      ("stride depth", stride_d), ("dilation depth", dil_d)):
         if val < 1:
             raise ConvgenError(f"{name} must be positive, got {val}")
-    for name, val in zip(("padding_h_l", "padding_h_r", "padding_w_l", "padding_w_r"), pad):
+    for name, val in zip(("padding_h_l", "padding_h_r", "padding_w_l", "padding_w_r",
+                          "padding_d_l", "padding_d_r"), (*pad, pad_d_l, pad_d_r)):
         if val < 0:
             raise ConvgenError(f"{name} must not be negative, got {val}")
+    three_d = (di, z, pad_d_l, pad_d_r) != (1, 1, 0, 0)
     if c_total % g:
         raise ConvgenError(f"input channels {c_total} are not divisible by group count {g}")
     if k_total % g:
@@ -164,14 +221,21 @@ def make_problem(*, direction: Direction | str, dtype: ElemType, n: int, g: int,
     if dtype.is_int and direction.name != "fwd":
         raise ConvgenError(f"{dtype.name} is supported for forward convolution only, "
                            f"not {direction.name}", field="type")
-    lays = {t: normalize_layout(t, (layouts or {}).get(t, LOGICAL[t])) for t in LOGICAL}
+    given = {t: (layouts or {}).get(t, (LOGICAL_3D if three_d else LOGICAL)[t]) for t in LOGICAL}
+    if three_d:
+        for t, lay in given.items():
+            if _DEPTH[t] not in lay.lower():
+                raise ConvgenError(f"a 3-D problem (depth {di}, filter depth {z}) needs a depth "
+                                   f"dimension in the {t} layout, not '{lay}'", field=f"layout.{t}")
+    lays = {t: normalize_layout(t, lay, three_d) for t, lay in given.items()}
     p = ConvProblem(direction, dtype, n, g, c_total // g, k_total // g, hi, wi, y, x,
-                    stride[0], stride[1], dilation[0], dilation[1], *pad, layouts=lays)
-    if p.ho < 1 or p.wo < 1:
+                    stride[0], stride[1], dilation[0], dilation[1], *pad, layouts=lays,
+                    di=di, z=z, stride_d=stride_d, dil_d=dil_d, pad_d_l=pad_d_l, pad_d_r=pad_d_r)
+    if p.ho < 1 or p.wo < 1 or p.do < 1:
         eff_h, eff_w = p.dil_h * (y - 1) + 1, p.dil_w * (x - 1) + 1
         raise ConvgenError(
-            f"empty output ({p.ho}x{p.wo}): dilated filter {eff_h}x{eff_w} is larger than the "
-            f"padded input {hi + pad[0] + pad[1]}x{wi + pad[2] + pad[3]}")
+            f"empty output ({p.ho}x{p.wo}, depth {p.do}): dilated filter {eff_h}x{eff_w} is "
+            f"larger than the padded input {hi + pad[0] + pad[1]}x{wi + pad[2] + pad[3]}")
     for t in LOGICAL:
         size = p.elements(t)
         if size > MAX_ELEMENTS:

@@ -39,6 +39,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from convgen.errors import ConvgenError
 from convgen.problem import ConvProblem
 
 F64 = torch.float64
@@ -59,6 +60,18 @@ def reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], *,
     p = problem
     if accumulate is not None and accumulate < 1:
         raise ValueError(f"accumulate must be a positive number of products, got {accumulate}")
+    if p.is_3d:
+        # one 2-D reference per filter depth tap (depth.py), summed in float64; block
+        # accumulation would need blocks that cross the taps
+        if accumulate is not None and not p.dtype.is_int:
+            raise ConvgenError("block accumulation is not emulated for 3-D problems",
+                               field="ref_accumulate")
+        from convgen import depth
+        out = depth.combine(p, {name: tensors[name].detach().to("cpu") for name in p.reads}, F64,
+                            lambda q, tq, z: reference(q, tq, flush_subnormals=flush_subnormals,
+                                                       max_temp_bytes=max_temp_bytes))
+        assert out.shape == p.logical_shape(p.writes)
+        return out
     if p.dtype.is_int:
         accumulate, flush_subnormals = None, False
     tiny = p.dtype.tiny if flush_subnormals else None

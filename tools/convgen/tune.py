@@ -45,6 +45,10 @@ def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
     stopped early has said what it did)."""
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
+    for c in configs:   # before the database is opened: a refused run leaves it untouched
+        if c.problem.is_3d:
+            raise ConvgenError("3-D problems are not tuned: they run the 2-D kernel of their "
+                               "depth slices (depth.py), whose own 2-D problem may be tuned")
     results = []
     with TuningDB(db_path) as db:
         for c in configs:

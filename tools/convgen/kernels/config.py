@@ -239,7 +239,9 @@ def _validate_s2d(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use
                    f"channels): {e}") from None
 
 
-def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> KernelConfig:
+def default_config(problem: ConvProblem, backend: Backend, use_dot: bool,
+                   descriptors: bool = True) -> KernelConfig:
+    """The rule's config; descriptors=False keeps to the pointer kernels (no tma, no fold)."""
     m, _, _ = problem.gemm
     n = problem.direction.tile_n(problem)
     k = problem.direction.tile_k(problem)
@@ -255,9 +257,9 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool) -> Ker
     if not use_dot:
         return KernelConfig(block_m=min(bm, 64), block_n=min(bn, 64), block_k=1,
                             num_warps=4, num_stages=1, split=_split(problem, bm, bn))
-    if _tma_by_default(problem, backend):
+    if descriptors and _tma_by_default(problem, backend):
         return _tma_default(problem)
-    mode = _s2d_by_default(problem, backend)
+    mode = _s2d_by_default(problem, backend) if descriptors else None
     if mode:
         from convgen.kernels import s2d
         return replace(_tma_default(s2d.inner_problem(problem, mode)), s2d=mode)
@@ -463,6 +465,8 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     device (arch, name, Triton version, kernel source) wins, else the config the
     selector model (selector.py) predicts fastest, else today's rule. The last two are
     matrix-core path only."""
+    if problem.is_3d:
+        return _select_3d(problem, backend, use_dot, overrides)
     if overrides:
         return choose(problem, backend, use_dot, overrides), "set on the command line"
     if not use_dot:
@@ -482,6 +486,24 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
         return cfg, (f"selected by model {os.path.basename(model)}: predicted {predicted:.1f} "
                      f"TFLOPS; {untuned}")
     return choose(problem, backend, use_dot), f"default rule ({untuned}; {predicted})"
+
+
+def _select_3d(problem: ConvProblem, backend: Backend, use_dot: bool,
+               overrides: dict | None) -> tuple[KernelConfig, str]:
+    """A 3-D problem runs the pointer kernel of its 2-D depth slices once per filter depth
+    tap (depth.py): the config is the slices', from the command line or the pointer rule;
+    no tuned entry or model knows 3-D problems."""
+    q = problem.depth_slice()
+    if overrides and (overrides.get("tma") or overrides.get("s2d")):
+        raise _bad(f"{'tma' if overrides.get('tma') else 's2d'}={overrides.get('tma') or overrides.get('s2d')}: "
+                   "a 3-D problem runs the pointer kernels on its 2-D depth slices")
+    what = f"the kernel of its 2-D depth slices ({q.n} images), once per filter depth tap"
+    if overrides:
+        return choose(q, backend, use_dot, overrides), f"set on the command line; {what}"
+    cfg = replace(default_config(q, backend, use_dot, descriptors=False),
+                  **({"max_num_imprecise_acc": 0} if q.dtype.is_fp8 else {}))
+    validate(cfg, q, backend, use_dot)
+    return cfg, f"default rule; {what}"
 
 
 def choose(problem: ConvProblem, backend: Backend, use_dot: bool,

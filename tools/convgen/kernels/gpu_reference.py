@@ -226,6 +226,15 @@ def launch_spec(p: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Ten
 def gpu_reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], out: torch.Tensor,
                   *, block: int | None = None, parts: int | None = None) -> None:
     """Write `problem.writes` into `out` (logical-order view; fp32, or int32 for i8) on the inputs' device."""
+    if problem.is_3d:   # one 2-D pass per filter depth tap (depth.py)
+        from convgen import depth
+
+        def tap(q, tq, z):
+            part = depth.slice_out(q, out.dtype, out.device)
+            gpu_reference(q, tq, part, block=block, parts=parts)
+            return part
+        out.copy_(depth.combine(problem, tensors, out.dtype, tap))
+        return
     spec = launch_spec(problem, tensors, out, block, parts)
     spec.kernel[spec.grid](**spec.runtime, **spec.constexprs)
     if spec.workspace is not None:

@@ -108,6 +108,8 @@ def prepare(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot
     logical-order inputs. Its arguments (descriptors, workspace) are built once, so a
     timing loop measures the launches only: building them costs up to ~0.1 ms of Python,
     as much as a fast kernel, and a GPU left waiting for it would be timed too."""
+    if problem.is_3d:
+        return _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision)
     spec = launch_spec(problem, tensors, out, cfg, use_dot, backend.interpreter, input_precision)
     options = backend.compile_options(cfg.compile_options())
     launch = spec.kernel[spec.grid]
@@ -118,6 +120,25 @@ def prepare(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot
         launch(**spec.runtime, **spec.constexprs, **options)
         if spec.finish is not None:
             spec.finish(backend.compile_options)
+    return run
+
+
+def _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision):
+    """A 3-D problem: the 2-D kernel of its depth slices (cfg is theirs) once per filter
+    depth tap, each writing fp32 (int32 for integer types), the taps summed in order and
+    rounded once to the output type (depth.py)."""
+    import torch
+
+    from convgen import depth
+    wide = torch.int32 if problem.dtype.is_int else torch.float32
+
+    def tap(q, tq, z):
+        part = depth.slice_out(q, wide, out.device)
+        prepare(q, tq, part, cfg, use_dot, backend, input_precision)()
+        return part
+
+    def run() -> None:
+        out.copy_(depth.combine(problem, tensors, wide, tap))
     return run
 
 
