@@ -107,6 +107,13 @@ class Best:
     measured_at: str
 
 
+OPEN_WAIT_S = 60
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    return "locked" in str(e) or "busy" in str(e)
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -125,19 +132,41 @@ class TuningDB:
             raise ConvgenError(f"tuning database '{path}': the folder {folder} does not exist",
                                field="tuning_db")
         uri = f"file:{os.path.abspath(path)}{'?mode=ro' if readonly else ''}"
-        try:
-            self.con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
-            self.con.execute("PRAGMA busy_timeout=60000")
-            if not readonly and self._empty():   # a new file; a foreign one is never written to
-                self.con.executescript(_SCHEMA)
-                self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?), ('version', ?)",
-                                 (SCHEMA_NAME, str(SCHEMA_VERSION)))
-            self._check_schema()
-            if not readonly:   # readers never wait for a writer, writers queue
-                self.con.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.DatabaseError as e:
-            raise ConvgenError(f"tuning database '{path}' cannot be read: {e} (not a SQLite "
-                               "file, or a damaged one)", field="tuning_db") from None
+        # SQLite answers "database is locked" at once, without its busy handler, to a
+        # connection that opens while another changes the journal mode (every writer's close
+        # folds the log back); a fresh connection a moment later gets in, so opening retries
+        deadline = time.monotonic() + OPEN_WAIT_S
+        delay = 0.01
+        while True:
+            self.con = None
+            try:
+                self.con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
+                self._open(readonly)
+                break
+            except sqlite3.OperationalError as e:
+                if self.con is not None:
+                    self.con.close()
+                if not _busy(e) or time.monotonic() > deadline:
+                    why = (f"stayed locked by another process for {OPEN_WAIT_S} s" if _busy(e)
+                           else f"cannot be read: {e}")
+                    raise ConvgenError(f"tuning database '{path}' {why}", field="tuning_db") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except sqlite3.DatabaseError as e:
+                if self.con is not None:
+                    self.con.close()
+                raise ConvgenError(f"tuning database '{path}' cannot be read: {e} (not a SQLite "
+                                   "file, or a damaged one)", field="tuning_db") from None
+
+    def _open(self, readonly: bool) -> None:
+        self.con.execute("PRAGMA busy_timeout=60000")
+        if not readonly and self._empty():   # a new file; a foreign one is never written to
+            self.con.executescript(_SCHEMA)
+            self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?), ('version', ?)",
+                             (SCHEMA_NAME, str(SCHEMA_VERSION)))
+        self._check_schema()
+        if not readonly:   # readers never wait for a writer, writers queue
+            self.con.execute("PRAGMA journal_mode=WAL")
 
     # ---- schema --------------------------------------------------------------------------
     def _empty(self) -> bool:
@@ -146,7 +175,9 @@ class TuningDB:
     def _check_schema(self) -> None:
         try:
             meta = dict(self.con.execute("SELECT name, value FROM meta").fetchall())
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                raise   # a lock is not a foreign file
             meta = {}
         if meta.get("schema") != SCHEMA_NAME:
             raise ConvgenError(f"tuning database '{self.path}' is not a convgen tuning database "
