@@ -45,6 +45,23 @@ def test_every_model_layer_has_every_direction_layout_and_two_batches(net, table
         assert len(seen) == runs == 12, mine
 
 
+def test_hand_written_16_bit_tests_draw_away_from_zero():
+    """The fp16 study: values near zero make relative metrics meaningless, so every
+    hand-written f16/bf16 RUN line on random data draws from [-3,-1] and [1,3] unless it
+    names its own range; the subnormal tests need values near zero, and imported lines
+    keep their own suite's data."""
+    missing = []
+    for path in sorted(E2E.rglob("*.mlir")):
+        rel = path.relative_to(E2E).as_posix()
+        if rel.startswith("compat/") or "subnormal" in path.name:
+            continue
+        for run in (l for l in path.read_text().splitlines() if l.startswith("// RUN:")):
+            if (re.search(r"-t[= ]b?f16\b", run) and "%random_data" in run
+                    and "%away_from_zero" not in run and "-rand_min" not in run):
+                missing.append(rel)
+    assert not missing, missing
+
+
 def test_pr_and_nightly_sets_are_both_populated():
     nightly = [p for p in E2E.rglob("*.mlir") if "REQUIRES: nightly" in p.read_text()]
     pr = [p for p in E2E.rglob("*.mlir") if "Output" not in p.parts and p not in nightly]

@@ -1,2 +1,2 @@
-// RUN: %convgen --operation conv2d -t f16 -fil_layout=yxck -in_layout=nhwc -out_layout=ngkhw -batchsize=2 -in_channels=8 -out_channels=8 -in_h=8 -in_w=8 -fil_h=3 -fil_w=3 --padding_h=1 --padding_w=1 %pv %random_data %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
+// RUN: %convgen --operation conv2d -t f16 -fil_layout=yxck -in_layout=nhwc -out_layout=ngkhw -batchsize=2 -in_channels=8 -out_channels=8 -in_h=8 -in_w=8 -fil_h=3 -fil_w=3 --padding_h=1 --padding_w=1 %pv %random_data %away_from_zero %xdlops -RMS_threshold %rms_threshold -absDiff_threshold %abs_threshold -relDiff_threshold %rel_threshold | FileCheck %s
 // CHECK: [1 1 1]
