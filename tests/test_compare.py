@@ -154,3 +154,45 @@ def test_flag_names_in_any_case_and_the_default_word(arrays, capsys):
     rc, out, _ = _main(capsys, "--KERN", arrays["kern"], "--ref", arrays["ref"], "-t", "f16",
                        "-rms_threshold", "default", "-pv-results", "off")
     assert rc == 0 and out == ["[1 1 1]"]
+
+
+def _perturbed(tmp_path, rel):
+    """An f16 result off its reference by `rel` of each value, either way (a one-sided error
+    is the bias check's to catch): what a long fp32 sum can do."""
+    rng = np.random.default_rng(3)
+    ref = rng.uniform(1, 3, size=(4, 64))
+    np.save(tmp_path / "r.npy", ref)
+    np.save(tmp_path / "k.npy", (ref * (1 + rel * rng.choice([-1, 1], ref.shape))).astype(np.float16))
+    return tmp_path / "k.npy", tmp_path / "r.npy"
+
+
+def test_accumulate_gives_auto_the_reduction_length(tmp_path, capsys):
+    """With no convolution compare cannot know how many products an output summed; auto
+    assumes one unless -accumulate says how many. An error a sum of 2^24 fp32 products can
+    make fails as one product and passes as 2^24."""
+    kern, ref = _perturbed(tmp_path, 2e-3)
+    rc, out, _ = _main(capsys, "--kern", kern, "--ref", ref, "-t", "f16")
+    assert rc == 0 and out[-1] == "[0 0 0]"
+    rc, out, _ = _main(capsys, "--kern", kern, "--ref", ref, "-t", "f16", "--accumulate", 2 ** 24)
+    assert rc == 0 and out[-1] == "[1 1 1]", out
+    assert "accumulate" in _error(capsys, "--kern", kern, "--ref", ref, "-t", "f16",
+                                  "--accumulate", "0")
+
+
+def test_the_comparator_flags_judge(tmp_path, capsys):
+    """-comparator, -atol and -rtol are honoured, not only listed in the help."""
+    kern, ref = _perturbed(tmp_path, 4e-3)
+    loose = _main(capsys, "--kern", kern, "--ref", ref, "-t", "f16", "-atol", "0.1")
+    tight = _main(capsys, "--kern", kern, "--ref", ref, "-t", "f16", "-atol", "0", "-rtol", "1e-4")
+    assert loose[1][-1] == "[1 1 1]" and tight[1][-1] == "[0 0 0]", (loose, tight)
+    own = _main(capsys, "--kern", kern, "--ref", ref, "-t", "f16")
+    legacy = _main(capsys, "--kern", kern, "--ref", ref, "-t", "f16", "-comparator", "legacy")
+    # rocMLIR's legacy limits for f16: abs 100, rel forced to 100
+    assert own[1][-1].endswith("0 0]") and legacy[1][-1].endswith("1 1]"), (own, legacy)
+    assert "allclose" in _error(capsys, "--kern", kern, "--ref", ref, "-t", "f16",
+                                "-comparator", "legacy", "-atol", "1")
+
+
+def test_dump_is_not_a_compare_flag(arrays, tmp_path, capsys):
+    assert "--dump" in _error(capsys, "--kern", arrays["kern"], "--ref", arrays["ref"], "-t", "f16",
+                              "--dump", tmp_path / "d")

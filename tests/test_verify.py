@@ -211,6 +211,28 @@ def test_auto_rel_check_scales_the_floor():
     assert r.bits[2] == 0 and _msgs(r)[-1].startswith("rel bit 0 (auto)")
 
 
+def test_the_count_of_elements_out_of_tolerance():
+    """CK's error count: how many elements fail the element-wise check (auto's
+    |d| <= rtol*|val| + atol, or a given maxRelDiff), in the summary line and the JSON; 0
+    whenever the rel bit passes, NaN and infinities counted as outside."""
+    ref = torch.linspace(1, 3, 1000, dtype=torch.float64).to(F16).double()   # exact in fp16
+    kern = ref.to(F16)
+    assert _run(ref, kern).out_of_tolerance == 0
+    bad = kern.clone()
+    bad[[3, 500, 999]] += 0.25                     # three elements far off
+    bad[[10, 20]] += 2.0 ** -10                    # one ulp: within auto's rtol
+    r = _run(ref, bad)
+    assert r.bits[2] == 0 and r.out_of_tolerance == 3
+    assert "3 out of tolerance" in report.summary_line(r)
+    assert _json(r)["out_of_tolerance"] == 3
+    # a given maxRelDiff counts against itself: the one-ulp elements are outside 1e-4 too
+    assert _run(ref, bad, th=Thresholds(rel=1e-4)).out_of_tolerance == 5
+    bad[7] = float("nan")
+    assert _run(ref, bad).out_of_tolerance == 4
+    # the chunked pass and the Triton pass count the same
+    assert _run(ref, bad, device_path=False, chunk=64).out_of_tolerance == 4
+
+
 def test_int32_exact_and_poison():
     ref = torch.tensor([[1.0, -7.0], [30.0, 0.0]], dtype=torch.float64)
     kern = ref.to(torch.int32)

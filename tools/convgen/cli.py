@@ -525,8 +525,13 @@ COMPARE_FLAGS = _table(
         (("t", "type"), "type", _any_type,
          "the convolution's type; the arrays are compared in its output type ("
          + ", ".join(dtypes.TYPES) + ")", "required"),
+        ("accumulate", "accumulate", _size,
+         "products each output element summed (the reduction length: C*Y*X for fwd); auto "
+         "thresholds and allclose's atol grow with it", "1"),
     ]),
-    *[(title, rows) for title, rows in _COMMON if title.startswith(("Thresholds", "Report"))],
+    # --dump saves inputs and a reference that compare does not have
+    *[(title, [r for r in rows if r[1] != "dump"]) for title, rows in _COMMON
+      if title.startswith(("Thresholds", "Report"))],
     fold_case=True,
 )
 
@@ -906,6 +911,8 @@ def parse_compare(argv: list[str]):
                          dtype=dtypes.elem_type(v["type"], conv_input=False),
                          thresholds=tolerance.Thresholds(rms=v.get("rms"), abs=v.get("abs"),
                                                          rel=v.get("rel")),
+                         comparison=_comparison(v, rocmlir=False),
+                         accumulate=v.get("accumulate"),
                          print_results=v.get("print_results", "summary"),
                          json_path=v.get("json"))
 

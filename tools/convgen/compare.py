@@ -44,11 +44,19 @@ def _tensors(cfg: CompareConfig):
 
 
 def run(cfg: CompareConfig) -> int:
-    from convgen import verify
+    from convgen import tolerance, verify
     report.check_paths(cfg.json_path, None)
     kern, ref, out = _tensors(cfg)
-    verdict = verify.verify(kern, ref, out, cfg.thresholds, accum=None,
-                            dim_names="ngkhw" if kern.dim() == 5 else None)
+    n = cfg.accumulate or 1
+    accum = tolerance.summing(cfg.dtype, n) if cfg.accumulate else None
+    names = "ngkhw" if kern.dim() == 5 else None
+    verdict = verify.verify(kern, ref, out, cfg.thresholds, accum=accum, dim_names=names)
+    cmp = cfg.comparison
+    if cmp.comparator != "convgen":
+        # saved arrays say nothing of their data: allclose's atol takes random data's term
+        limits = tolerance.rocmlir_limits(cmp.comparator, cfg.dtype, cfg.thresholds, cmp.atol,
+                                          cmp.rtol, n, random=True)
+        verdict = verify.rocmlir_verdict(verdict, kern, ref, limits, dim_names=names)
     if cfg.json_path:
         report.write_json(cfg.json_path, report.to_json(verdict))
     report.emit(verdict, cfg.print_results)

@@ -96,5 +96,7 @@ class CompareConfig:
     ref_path: str
     dtype: ElemType
     thresholds: Thresholds = field(default_factory=Thresholds)
+    comparison: Comparison = field(default_factory=Comparison)
+    accumulate: int | None = None          # products per output element; None: auto's one
     print_results: str = "summary"
     json_path: str | None = None

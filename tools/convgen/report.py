@@ -67,7 +67,8 @@ def summary_line(v) -> str:
             f"maxRelDiff={m['max_rel_diff']:.2e} {_rel_threshold(th)} "
             f"maxRelDiff_old={m['max_rel_diff_old']:.2e} maxEpsilonDiff={m['max_epsilon_diff']:.3g} "
             f"bias={m['bias']:+.3f}/{m['bias_magnitude']:+.3f} ulp {_bias_limit(th)} "
-            f"({v.out_type.name}, {v.n} elements, {v.exact_count} equal)")
+            f"({v.out_type.name}, {v.n} elements, {v.exact_count} equal, "
+            f"{v.out_of_tolerance} out of tolerance)")
 
 
 def rocmlir_line(v) -> str:
@@ -311,6 +312,7 @@ def to_json(v) -> dict:
         bits=list(v.bits), thresholds={k: _num(x) for k, x in v.thresholds.to_json().items()},
         histograms={k: _histogram_json(h) for k, h in v.histograms.items()},
         n=v.n, nan_count=v.nan_count, inf_count=v.inf_count, exact_count=v.exact_count,
+        out_of_tolerance=v.out_of_tolerance,
         ref_nan_count=v.ref_nan_count, ref_inf_count=v.ref_inf_count,
         bad_inf_count=v.bad_inf_count, int_min_count=v.int_min_count,
         ref_max_abs=_num(v.ref_max_abs), kern_max_abs=_num(v.kern_max_abs),

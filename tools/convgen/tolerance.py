@@ -147,15 +147,21 @@ def accumulation(problem, use_dot: bool, input_precision: str,
     accumulator's unit roundoff. `dot_u_acc` is the matrix unit's own accumulator when it is
     not fp32's (Backend.dot_u_acc: Hopper's fast fp8); `dot_truncates`, that the matrix
     unit's sums may round toward zero (Backend.dot_truncates)."""
-    et = problem.dtype
+    return summing(problem.dtype, problem.accumulations, use_dot, input_precision, dot_u_acc,
+                   dot_truncates)
+
+
+def summing(et: dtypes.ElemType, n: int, use_dot: bool = False, input_precision: str = "ieee",
+            dot_u_acc: float | None = None, dot_truncates: bool = False) -> Accumulation:
+    """The Accumulation of n products of type `et` (`convgen compare -accumulate N`, where
+    no problem says how long the sums were)."""
     if et.is_int:
-        return Accumulation(n=problem.accumulations, u_comp=0.0, u_acc=0.0)
+        return Accumulation(n=n, u_comp=0.0, u_acc=0.0)
     u_comp = 0.0
     if et.name == "f32":
         u_comp = U_COMP_TF32 if (use_dot and input_precision != "ieee") else U_COMP_F32
     u_acc = (dot_u_acc if use_dot else None) or et.acc_type.u
-    return Accumulation(n=problem.accumulations, u_comp=u_comp, u_acc=u_acc,
-                        truncates=use_dot and dot_truncates)
+    return Accumulation(n=n, u_comp=u_comp, u_acc=u_acc, truncates=use_dot and dot_truncates)
 
 
 def default_accumulation(out: dtypes.ElemType) -> Accumulation:

@@ -124,6 +124,7 @@ class Verdict:
     int_min_count: int = 0         # int32 outputs equal to the poison value
     ref_max_abs: float = 0.0
     kern_max_abs: float = 0.0
+    out_of_tolerance: int = 0      # elements failing the element-wise check (CK's error count)
     findings: tuple = ()
     rocmlir: tolerance.RocmlirLimits | None = None   # judged by rocMLIR's comparator instead
 
@@ -383,6 +384,20 @@ def _rel_passes(th: tolerance.Resolved, metrics: dict, p: _Pass) -> bool:
     return p.tot["n_ok"] == 0 or p.tot["max_excess"] <= th.rel_auto[1]
 
 
+def _count_outside(kern, ref, c: _Consts, th: tolerance.Resolved, chunk: int) -> int:
+    """Elements outside the element-wise check, NaN and infinities included: a pass of its
+    own, run only when the rel bit is 0 (otherwise the count is 0)."""
+    total = 0
+    for idx, _ in _chunks(tuple(kern.shape), chunk):
+        k, v = kern[idx].reshape(-1), ref[idx].reshape(-1)
+        if k.numel() == 0:
+            continue
+        e = _elementwise(v, k, c)
+        off = e["excess"] > th.rel_auto[1] if th.rel_auto is not None else e["rel"] > th.rel
+        total += int((off | ~e["ok"]).sum())
+    return total
+
+
 def _judge(p: _Pass, n: int, metrics: dict, th: tolerance.Resolved, worst: dict, kern, ref,
            names, outside) -> tuple[tuple, tuple]:
     """(bits, findings): the one place that decides."""
@@ -471,13 +486,15 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
     metrics = _metrics(p.tot)
     worst = _worst_elements(p, kern, ref, names)
     bits, findings = _judge(p, n, metrics, th, worst, kern, ref, names, outside)
+    out_of_tol = 0 if bits[2] or n == 0 else _count_outside(kern, ref, c, th, chunk)
     return Verdict(
         bits=bits, metrics=metrics, thresholds=th, histograms=_histograms(p.tot, n),
         worst=worst, n=n, out_type=ot, exact_count=int(p.tot["exact"]),
         nan_count=int(p.tot["kern_nan"]), inf_count=int(p.tot["kern_inf"]),
         ref_nan_count=int(p.tot["ref_nan"]), ref_inf_count=int(p.tot["ref_inf"]),
         bad_inf_count=int(p.tot["bad_inf"]), int_min_count=int(p.tot["int_min"]),
-        ref_max_abs=p.tot["max_val"], kern_max_abs=p.tot["max_kern"], findings=findings)
+        ref_max_abs=p.tot["max_val"], kern_max_abs=p.tot["max_kern"],
+        out_of_tolerance=out_of_tol, findings=findings)
 
 
 # ---- rocMLIR's comparators ------------------------------------------------------------
@@ -566,4 +583,7 @@ def rocmlir_verdict(v: Verdict, kern, ref, limits: tolerance.RocmlirLimits,
                                     detail="exact" if limits.exact else ""))
     if any(f.fails for f in kept):
         bits = (0, 0, 0)
-    return dataclasses.replace(v, bits=bits, metrics=metrics, findings=tuple(findings), rocmlir=limits)
+    # allclose is an element-wise check of its own: its failures are the count
+    out_of_tol = v.out_of_tolerance if limits.comparator == "legacy" else int(tot["fails"])
+    return dataclasses.replace(v, bits=bits, metrics=metrics, findings=tuple(findings), rocmlir=limits,
+                               out_of_tolerance=out_of_tol)
