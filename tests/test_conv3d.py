@@ -135,3 +135,23 @@ def test_3d_runs_end_to_end_and_refuses_what_it_cannot_do(tmp_path):
                             "1", *line], capture_output=True, text=True, timeout=600)
     assert tuned.returncode == 2 and "3-D problems are not tuned" in tuned.stderr
     assert not db.exists()   # refused before the database was opened
+
+
+def test_a_write_outside_a_depth_slice_fails_every_bit(monkeypatch):
+    """Each tap writes into a guarded slice buffer; a stray write there (here made by hand,
+    as a kernel bug would) is counted as the output's, not lost or corrupting the heap."""
+    from convgen import cli, depth, driver
+    real = depth.slice_out
+
+    def dirty(q, dtype, device):
+        part, guard = real(q, dtype, device)
+        guard.buffer[-1] = 0   # one element just past the slice
+        return part, guard
+    monkeypatch.setattr(depth, "slice_out", dirty)
+    line = ("--operation conv2d -t f16 -fil_layout=gkczyx -in_layout=ngcdhw -out_layout=ngkdhw "
+            "-batchsize=1 -in_channels=2 -out_channels=3 -in_d=3 -in_h=4 -in_w=4 -fil_d=2 -fil_h=3 "
+            "-fil_w=3 -pv -rand 1").split()
+    v = driver.execute(cli.parse(line), say=lambda _: None).verdict
+    assert v.bits == (0, 0, 0)
+    outside = [f for f in v.findings if f.kind == "outside"]
+    assert outside and outside[0].count == 2   # one per filter depth tap

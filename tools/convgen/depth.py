@@ -23,10 +23,10 @@ from typing import Callable
 
 
 def _slice_buffer(q, tensor: str, dtype, device):
-    """A zeroed tensor of q's `tensor` in q's memory order, as a logical-order view."""
-    import torch
-    return torch.zeros(q.physical_shape(tensor), dtype=dtype, device=device).permute(
-        q.to_logical_perm(tensor))
+    """A zeroed tensor of q's `tensor` in q's memory order, as a logical-order view, inside
+    margins like any input's: a kernel that reads past it reads NaN, not the heap."""
+    from convgen.inputs import guarded_zeros
+    return guarded_zeros(q, tensor, dtype, str(device))
 
 
 def _depths(p, z: int):
@@ -88,5 +88,8 @@ def combine(p, tensors: dict, acc_dtype, compute: Callable):
 
 
 def slice_out(q, dtype, device):
-    """A buffer for q's result (logical view, q's memory order)."""
-    return _slice_buffer(q, q.writes, dtype, device)
+    """(q's result buffer, its Guard): poisoned like any output, inside guard margins, so
+    a tap that writes outside it or leaves an element unwritten is seen, not a corrupted
+    heap or a silent zero."""
+    from convgen.inputs import guarded_output
+    return guarded_output(q, str(device), dtype)

@@ -118,6 +118,32 @@ def _interpreter_estimate(p, cfg, use_dot: bool) -> float:
     return programs * steps * INTERPRETER_STEP_S
 
 
+class StageCache:
+    """Stage results shared by runs that differ only further down the line: `convgen
+    study` runs one test's grid (validators, kernel paths, reference emulations) on one
+    draw of inputs, one kernel output per path and one reference per kind. Keys hold
+    everything a stage reads, so a hit is the value a fresh run would compute."""
+
+    def __init__(self):
+        self._values: dict = {}
+        self.hits = 0
+
+    def get(self, key: tuple, make):
+        if key in self._values:
+            self.hits += 1
+            return self._values[key], True
+        value = make()
+        self._values[key] = value
+        return value, False
+
+    def clear(self) -> None:
+        self._values.clear()
+
+
+def _stage(cache: StageCache | None, key: tuple, make):
+    return cache.get(key, make) if cache is not None else (make(), False)
+
+
 @dataclass
 class Outcome:
     """What one run produced; `verdict` is None when no validation was asked for."""
@@ -129,8 +155,9 @@ class Outcome:
     timer: _Timer = field(default_factory=_Timer)
 
 
-def execute(config: RunConfig, say=report.say) -> Outcome:
-    """Run the stages of one problem; print nothing but progress lines through `say`."""
+def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) -> Outcome:
+    """Run the stages of one problem; print nothing but progress lines through `say`.
+    With a `cache`, stages whose inputs an earlier run of the same cache had are reused."""
     report.check_paths(config.report.json_path, config.report.dump_dir)
     _check_reference(config)
     backends.ensure_interpreter_if_no_gpu()
@@ -161,36 +188,48 @@ def execute(config: RunConfig, say=report.say) -> Outcome:
     timer = _Timer()
 
     t0 = time.perf_counter()
-    tensors = inputs.make_inputs(p, config.data, device)
-    timer("inputs", t0)
-    kern_in = tensors
-    if config.kernel.flush_subnormals and not p.dtype.is_int:
-        kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
+    problem_key = repr(p)   # ConvProblem holds a dict: its repr is the key
+    tensors, hit = _stage(cache, ("inputs", problem_key, config.data),
+                          lambda: inputs.make_inputs(p, config.data, device))
+    timer("inputs" + " (cached)" * hit, t0)
 
-    out, guard = inputs.guarded_output(p, device)
+    def kernel():
+        kern_in = tensors
+        if config.kernel.flush_subnormals and not p.dtype.is_int:
+            kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
+        out, guard = inputs.guarded_output(p, device)
+        try:
+            run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision, guard)
+            if device != "cpu":
+                torch.cuda.synchronize()
+        except Exception as e:   # noqa: BLE001 - only Triton's config failures are translated
+            why = triton_failure(e)
+            if why is None:
+                raise
+            given = bool(config.kernel.perf_config)
+            raise ConvgenError(f"{'kernel' if given else 'the default kernel'} config "
+                               f"{cfg.describe()} does not run on {be.arch}: {why}",
+                               field="perf_config" if given else None) from None
+        return out, guard
+
     t0 = time.perf_counter()
-    try:
-        run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision)
-        if device != "cpu":
-            torch.cuda.synchronize()
-    except Exception as e:   # noqa: BLE001 - only Triton's config failures are translated
-        why = triton_failure(e)
-        if why is None:
-            raise
-        given = bool(config.kernel.perf_config)
-        raise ConvgenError(f"{'kernel' if given else 'the default kernel'} config "
-                           f"{cfg.describe()} does not run on {be.arch}: {why}",
-                           field="perf_config" if given else None) from None
-    timer("kernel (first launch, compile included)", t0)
+    (out, guard), hit = _stage(cache, ("kernel", problem_key, config.data, config.kernel,
+                                       cfg.describe()), kernel)
+    timer("kernel" + (" (cached)" if hit else " (first launch, compile included)"), t0)
     outcome = Outcome(cfg, tensors, out, timer=timer)
     if config.reference.validator is None:
         return outcome
 
+    def reference():
+        ref = _reference(config, tensors, device)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        return ref
+
     t0 = time.perf_counter()
-    outcome.ref = _reference(config, tensors, device)
-    if device != "cpu":
-        torch.cuda.synchronize()
-    timer(f"reference ({config.reference.validator})", t0)
+    outcome.ref, hit = _stage(cache, ("reference", problem_key, config.data, config.reference),
+                              reference)
+    timer(f"reference ({config.reference.validator})" + " (cached)" * hit, t0)
 
     t0 = time.perf_counter()
     accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,

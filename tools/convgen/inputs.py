@@ -56,6 +56,9 @@ class Guard:
     buffer: object     # the flat allocation
     margin: int        # elements on each side
     bits: int          # the margins' pattern, as the integer its bits read as
+    # writes outside the intermediate outputs this output was summed from (a 3-D problem's
+    # depth slices, depth.py), counted as they were freed: (before, after, nearest)
+    absorbed: tuple = (0, 0, None)
 
     def outside(self) -> tuple[int, int, int | None]:
         """(elements changed before the tensor, after it, the offset of the nearest one: -k
@@ -69,7 +72,16 @@ class Guard:
             nearest = int(after[0]) + 1
         if before.numel() and (nearest is None or m - int(before[-1]) < nearest):
             nearest = -(m - int(before[-1]))
-        return int(before.numel()), int(after.numel()), nearest
+        return _merge_outside((int(before.numel()), int(after.numel()), nearest), self.absorbed)
+
+    def absorb(self, other: "Guard") -> None:
+        """Count another allocation's stray writes as this output's (its own buffer can go)."""
+        self.absorbed = _merge_outside(self.absorbed, other.outside())
+
+
+def _merge_outside(a: tuple, b: tuple) -> tuple:
+    near = [x for x in (a[2], b[2]) if x is not None]
+    return a[0] + b[0], a[1] + b[1], min(near, key=abs) if near else None
 
 
 def _guarded(phys_shape, dtype, device):
@@ -140,6 +152,16 @@ def _fill(t, spec: DataSpec, problem: ConvProblem, salt: int) -> None:
                                                              spec.both_signs)))
         return
     draw.fill_uniform(t, seed, lo, hi, integers, spec.both_signs, t.device.type == "cpu")
+
+
+def guarded_zeros(problem: ConvProblem, name: str, dtype, device: str):
+    """A zeroed tensor `name` of the problem in its memory order, as a logical view, inside
+    NaN margins like an input's (depth.py gathers a 3-D input's depth slices into one)."""
+    import torch
+    t, buf, _ = _guarded(problem.physical_shape(name), dtype, device)
+    buf.fill_(float("nan") if dtype.is_floating_point else torch.iinfo(dtype).min)
+    t.zero_()
+    return t.permute(problem.to_logical_perm(name))
 
 
 def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict:

@@ -230,7 +230,7 @@ def gpu_reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], out: t
         from convgen import depth
 
         def tap(q, tq, z):
-            part = depth.slice_out(q, out.dtype, out.device)
+            part, _ = depth.slice_out(q, out.dtype, out.device)
             gpu_reference(q, tq, part, block=block, parts=parts)
             return part
         out.copy_(depth.combine(problem, tensors, out.dtype, tap))

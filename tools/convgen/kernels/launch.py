@@ -103,13 +103,13 @@ def launch_spec(p: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: 
 
 
 def prepare(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
-            backend: Backend, input_precision: str = "ieee") -> Callable[[], None]:
+            backend: Backend, input_precision: str = "ieee", guard=None) -> Callable[[], None]:
     """A call that computes the direction's output into `out` (a logical-order view) from
     logical-order inputs. Its arguments (descriptors, workspace) are built once, so a
     timing loop measures the launches only: building them costs up to ~0.1 ms of Python,
     as much as a fast kernel, and a GPU left waiting for it would be timed too."""
     if problem.is_3d:
-        return _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision)
+        return _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision, guard)
     spec = launch_spec(problem, tensors, out, cfg, use_dot, backend.interpreter, input_precision)
     options = backend.compile_options(cfg.compile_options())
     launch = spec.kernel[spec.grid]
@@ -123,18 +123,21 @@ def prepare(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot
     return run
 
 
-def _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision):
+def _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision, guard):
     """A 3-D problem: the 2-D kernel of its depth slices (cfg is theirs) once per filter
     depth tap, each writing fp32 (int32 for integer types), the taps summed in order and
-    rounded once to the output type (depth.py)."""
+    rounded once to the output type (depth.py). Each tap's stray writes count as the
+    output's (`guard`, when the caller checks one)."""
     import torch
 
     from convgen import depth
     wide = torch.int32 if problem.dtype.is_int else torch.float32
 
     def tap(q, tq, z):
-        part = depth.slice_out(q, wide, out.device)
+        part, part_guard = depth.slice_out(q, wide, out.device)
         prepare(q, tq, part, cfg, use_dot, backend, input_precision)()
+        if guard is not None:
+            guard.absorb(part_guard)
         return part
 
     def run() -> None:
@@ -143,9 +146,10 @@ def _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision):
 
 
 def run_conv(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
-             backend: Backend, input_precision: str = "ieee") -> None:
-    """Compute the direction's output into `out` (a logical-order view) from logical-order inputs."""
-    prepare(problem, tensors, out, cfg, use_dot, backend, input_precision)()
+             backend: Backend, input_precision: str = "ieee", guard=None) -> None:
+    """Compute the direction's output into `out` (a logical-order view) from logical-order
+    inputs; `guard` (out's, inputs.Guard) also hears of writes outside intermediate outputs."""
+    prepare(problem, tensors, out, cfg, use_dot, backend, input_precision, guard)()
 
 
 def triton_failure(e: BaseException) -> str | None:
