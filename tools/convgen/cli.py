@@ -861,6 +861,10 @@ def flags_markdown() -> str:
     out += table(TUNE_FLAGS)
     out += ["", "## `convgen train-selector [flags]`, `convgen eval-selector [flags]`"]
     out += table(SELECTOR_FLAGS)
+    out += ["", "## `convgen study [flags]`"]
+    out += table(STUDY_FLAGS)
+    out += ["", "## `convgen study-report [flags]`"]
+    out += table(STUDY_REPORT_FLAGS)
     return "\n".join(out) + "\n"
 
 
@@ -870,7 +874,9 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
                 "       convgen conv|convfp16|convbfp16|convint8 [flags]   MIOpenDriver spellings "
                 "(convgen conv --help)\n"
                 "       convgen compare --kern K.npy --ref R.npy -t TYPE [flags]   (convgen compare "
-                "--help)\n\n"
+                "--help)\n"
+                "       convgen tune | train-selector | eval-selector | study | study-report "
+                "[flags]   (each --help)\n\n"
                 "Builds a Triton conv kernel for the problem, runs it on seeded inputs, checks it "
                 "against a reference\nand prints one bit per metric, [RMS maxAbsDiff maxRelDiff]. "
                 "Exit 0 when it verified (whatever the bits),\n2 with one 'convgen: error:' line "
@@ -890,6 +896,16 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
                 "measurement of\nthe tuning database for one arch and writes the model a run "
                 "without a tuned entry uses;\neval-selector cross-validates it with folds "
                 "grouped by shape (docs/config-selection.md).\n"),
+            id(STUDY_FLAGS): (
+                "usage: convgen study [flags]\n\n"
+                "Runs the fp16 study's grid (docs/fp16-study.md): each test under each validator, "
+                "kernel path,\ninput range, reference emulation and device flushing, one JSON "
+                "line per case; then writes\nthe tables and plots. A run that was stopped "
+                "resumes.\n"),
+            id(STUDY_REPORT_FLAGS): (
+                "usage: convgen study-report [flags]\n\n"
+                "Writes the fp16 study's tables (markdown blocks of the doc, CSV) and plots (PNG) "
+                "from convgen\nstudy's results and the study's own.\n"),
             id(COMPARE_FLAGS): (
                 "usage: convgen compare --kern KERN.npy --ref REF.npy -t TYPE [flags]\n\n"
                 "Verifies two saved arrays (for example a --dump) with no kernel and no "
@@ -964,6 +980,73 @@ SELECTOR_FLAGS = _table(
         ("folds", "folds", _size, "cross-validation folds, grouped by shape (eval-selector; train-selector learns from them the families that keep the rule)", "5"),
         ("json", "json", _str, "eval-selector: write the evaluation here as JSON", "none"),
     ]))
+
+
+STUDY_FLAGS = _table(
+    ("convgen study", [
+        ("tests", "tests", _str, "the test list (tab-separated: name, flags, source, outputs, note)",
+         "study/fp16/tests.tsv: the fp16 study's 107 tests"),
+        ("small", "small", _switch(),
+         "a few of the tests, shrunk to interpreter sizes, over the whole grid (CI runs it)", "off"),
+        ("only", "only", _list(_str), "run only these tests (names, comma-separated)", "all"),
+        ("out", "out", _str, "the results file (JSON lines; a run that was stopped resumes)",
+         "docs/data/fp16-study/ARCH.jsonl (ARCH-small.jsonl with --small)"),
+        ("seed", "seed", _size, "the random seed of every draw", "1"),
+        ("ranges", "ranges", _list(_words("r0", "r1", "r4", "r5", "away")),
+         "input ranges: r0 [-1,1], r1 [-10,10], r4 [1,5], r5 [5,10], away [-3,-1] U [1,3]",
+         "all five"),
+        ("validators", "validators", _list(_words("cpu", "gpu")),
+         "references: cpu (float64), gpu (the FMA kernel)", "cpu,gpu"),
+        ("paths", "paths", _list(_words("x2", "fma")), "kernel paths: x2 (matrix cores), fma",
+         "x2,fma"),
+        ("emulations", "emulations", _list(_words("none", "acc4", "flush")),
+         "CPU reference emulations: none, acc4 (fp32 sums every 4 products), flush (subnormal "
+         "inputs zeroed)", "none,acc4,flush"),
+        ("emulation_ranges", "emulation_ranges", _list(_words("r0", "r1", "r4", "r5", "away")),
+         "the ranges the emulations run on (acc4 costs the CPU reference about R/4 passes over "
+         "the output)", "r0, as in the study"),
+        ("device_flush", "device_flush", _list(_words("keep", "flush")),
+         "the kernel's subnormal inputs: keep, flush (as MI200's matrix cores do)", "keep,flush"),
+        ("report", "report", _switch(),
+         "then write the tables and plots: into docs/fp16-study.md, or with -small or -out "
+         "into a folder beside the results (FILE-report/tables.md)", "on"),
+    ]))
+
+STUDY_REPORT_FLAGS = _table(
+    ("convgen study-report", [
+        ("results", "results", _list(_str), "result files of convgen study (comma-separated)",
+         "every docs/data/fp16-study/*.jsonl but the -small ones"),
+        ("study_results", "study_results", _str,
+         "the study's raw_results folder (zhanglx13/llvm-project-mlir-dev-utils, "
+         "fp16_experiment/raw_results): its tables from its files, and a test-by-test comparison",
+         "its aggregates in study/fp16/published.json"),
+        ("write_published", "write_published", _switch(),
+         "with -study_results: rewrite study/fp16/published.json from the study's files", "off"),
+        ("doc", "doc", _str, "the page whose study blocks are rewritten", "docs/fp16-study.md"),
+        ("data_dir", "data_dir", _str, "where the CSV and PNG files go", "docs/data/fp16-study"),
+        ("plots", "plots", _switch(), "draw the PNG plots (matplotlib)", "on"),
+    ]))
+
+
+def parse_checked(words: list[str]):
+    """A test's own flags (a study list's line) as a run that is checked against the CPU
+    reference; the study then sets the validator, data and path of each case itself."""
+    return parse(list(words) + ["-pv"])
+
+
+def parse_study(argv: list[str]) -> dict:
+    v = _scan([str(a) for a in argv], STUDY_FLAGS)
+    if "out" in v and not v["out"].endswith(".jsonl"):
+        raise ConvgenError(f"'{v['out']}' for -out: a results file ends in .jsonl", field="out")
+    return v
+
+
+def parse_study_report(argv: list[str]) -> dict:
+    v = _scan([str(a) for a in argv], STUDY_REPORT_FLAGS)
+    if v.get("write_published") and "study_results" not in v:
+        raise ConvgenError("-write_published needs -study_results (the study's files)",
+                           field="write_published")
+    return v
 
 
 def parse_selector(argv: list[str]) -> dict:
@@ -1186,6 +1269,19 @@ def main(argv: list[str] | None = None) -> int:
                 return selector_main(argv[0], parse_selector(argv[1:]))
             except ConvgenError as e:
                 raise _named(e, argv[1:], SELECTOR_FLAGS) from None
+        if argv and argv[0] in ("study", "study-report"):
+            table = STUDY_FLAGS if argv[0] == "study" else STUDY_REPORT_FLAGS
+            if wants_help:
+                print(usage(table), end="")
+                return 0
+            try:
+                if argv[0] == "study":
+                    from convgen import study
+                    return study.main(parse_study(argv[1:]))
+                from convgen import study_report
+                return study_report.main(parse_study_report(argv[1:]))
+            except ConvgenError as e:
+                raise _named(e, argv[1:], table) from None
         if argv and argv[0] == "compare":
             if wants_help:
                 print(usage(COMPARE_FLAGS), end="")
