@@ -75,12 +75,14 @@ def test_reading_a_study_folder(tmp_path):
     assert rows[1]["overflow"] and not rows[0]["overflow"]
 
 
-def _row(test, path, validator, rng, eps, rms=1e-6):
-    return {"key": f"{test}|{path}|{validator}|{rng}", "device": "D", "arch": "a", "test": test,
+def _row(test, path, validator, rng, eps, rms=1e-6, device="D"):
+    return {"key": f"{test}|{path}|{validator}|{rng}", "device": device, "arch": "a", "test": test,
             "path": path, "validator": validator, "range": rng, "emulation": "none",
-            "device_flush": False, "n": 10, "exact": 9, "overflow": False,
+            "device_flush": False, "n": 10, "exact": 9, "overflow": False, "bits": [1, 1, 1],
             "metrics": {"max_epsilon_diff": eps, "max_abs_diff": 0.0, "max_rel_diff": 0.0,
-                        "max_rel_diff_old": 0.0, "rms": rms}}
+                        "max_rel_diff_old": 0.0, "rms": rms},
+            "histograms": {"relDiff_old": [9, 0, 0, 0, 1, 0, 0, 0, 0],
+                           "epsilonDiff": [9, 1, 0, 0, 0, 0]}}
 
 
 def test_cells_are_the_mean_over_settings_of_the_average_or_maximum():
@@ -107,6 +109,18 @@ def test_the_published_aggregates_give_the_studys_tables():
     by_setting = [round(sr.cell(mi200, "max_epsilon_diff", "ave", (s,), sr.STUDY_RANGES), 2)
                   for s in sr.TABULATED]
     assert by_setting == [352.98, 818.53, 285.98]
+
+
+def test_each_device_gets_its_own_tables(tmp_path):
+    rows = [_row(t, p, v, r, eps, device=d) for d, eps in (("D", 1.0), ("E", 4.0))
+            for t in ("a", "b") for p, v in sr.TABULATED for r in sr.STUDY_RANGES]
+    with open(os.path.join(REPO, "study", "fp16", "published.json")) as f:
+        pub = json.load(f)
+    blocks = sr.build(rows, None, pub, str(tmp_path), plots=False)
+    assert "D: the device as it is" in blocks["ranges"] and "E: the device as it is" in blocks["ranges"]
+    header = blocks["devices"].splitlines()[0]
+    assert all(f"{name} (r0)" in header for name in ("MI200", "MI100", "D", "E"))
+    assert "| maxEpsilonDiff ave | 314.24 | 90.50 | 1.00 | 4.00 |" in blocks["devices"]
 
 
 def test_fill_doc_rewrites_blocks_and_keeps_the_rest(tmp_path):

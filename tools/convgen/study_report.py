@@ -377,10 +377,6 @@ def plot_devices(sources: list[Source], path: str) -> None:
 
 # ---- the report ---------------------------------------------------------------------------
 
-def _device_name(rows: list[dict]) -> str:
-    return " + ".join(sorted({r["device"] for r in rows}))
-
-
 def study_sources(study_rows: list[dict] | None, published: dict | None) -> list[Source]:
     """The study's GPUs: from its files when given, else from the committed aggregates."""
     if study_rows:
@@ -437,13 +433,13 @@ def build(ours: list[dict], study_rows: list[dict] | None, published_groups: dic
         emit("study", settings_table(src), f"The study's {src.name} results by reference and "
              "kernel path, over r0, r1, r4, r5:")
     ours_sources = []
-    if good:
-        dev = _device_name(good)
+    for dev in sorted({r["device"] for r in good}):   # each device's results apart
+        mine = [r for r in good if r["device"] == dev]
         variants = [(False, dev, "the device as it is"),
                     (True, f"{dev} flushing like MI200", "the kernel's subnormal inputs flushed "
                      "first (`-flush_subnormals`, what MI200's matrix cores do)")]
         for flush, name, words in variants:
-            rows = [r for r in good if r.get("device_flush") is flush]
+            rows = [r for r in mine if r.get("device_flush") is flush]
             if not rows:
                 continue
             plain = Source(name, _sel(rows, emulation="none"))
@@ -469,9 +465,10 @@ def build(ours: list[dict], study_rows: list[dict] | None, published_groups: dic
                      rr, path), "metrics by range")
         if study_rows:
             for src in theirs:
-                t = point_by_point(good, study_rows, dev, src.name)
+                t = point_by_point(mine, study_rows, dev, src.name)
                 if t:
                     emit("points", t)
+    if ours:
         add("run", _run_summary(ours))
     if theirs and ours_sources:
         everyone = theirs + ours_sources
