@@ -165,6 +165,15 @@ def test_small_runs_the_grid_resumes_and_reports(tmp_path):
     assert p.returncode == 0 and "6 cases run, 186 already in" in p.stdout, p.stdout + p.stderr
     again = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["key"] for r in again) == sorted(r["key"] for r in rows)
+    # two processes at once give the same lines as one (the order aside)
+    two = tmp_path / "two.jsonl"
+    p = _study("--small", "-out", two, "-ranges", "r0,away", "-jobs", 2, "-report", "off")
+    assert p.returncode == 0, p.stderr
+    par = {r["key"]: r for r in map(json.loads, two.read_text().splitlines())}
+    seq = {r["key"]: r for r in rows if r["range"] in ("r0", "away")}
+    assert par.keys() == seq.keys() and len(par) == 4 * (16 + 8)
+    for k, r in par.items():
+        assert {**r, "seconds": 0} == {**seq[k], "seconds": 0}, k
 
 
 @pytest.mark.parametrize("argv,words", [

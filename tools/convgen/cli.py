@@ -992,6 +992,8 @@ STUDY_FLAGS = _table(
         ("out", "out", _str, "the results file (JSON lines; a run that was stopped resumes)",
          "docs/data/fp16-study/ARCH.jsonl (ARCH-small.jsonl with --small)"),
         ("seed", "seed", _size, "the random seed of every draw", "1"),
+        ("jobs", "jobs", _size, "processes at once, each with its share of the CPU cores (the "
+         "float64 references); the draws of a test and range are split among them", "1"),
         ("ranges", "ranges", _list(_words("r0", "r1", "r4", "r5", "away")),
          "input ranges: r0 [-1,1], r1 [-10,10], r4 [1,5], r5 [5,10], away [-3,-1] U [1,3]",
          "all five"),

@@ -19,6 +19,7 @@ plots. The flags are cli.py's; this module never reads argv.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import math
 import os
@@ -239,44 +240,35 @@ def done_keys(path: str) -> set:
     return keys
 
 
-def run(cases: list[Case], out_path: str, seed: int = 1, progress: bool = True,
-        say=print) -> dict:
-    """Run the cases not yet in `out_path`, appending one line each. Returns counts."""
-    from tqdm import tqdm
+def _append(out, rec: dict) -> None:
+    """One whole line, flushed to the disk at once; several processes append to one file,
+    each line under a lock so none is ever cut into another."""
+    line = (json.dumps(rec) + "\n").encode()
+    fcntl.flock(out.fileno(), fcntl.LOCK_EX)
+    try:
+        os.write(out.fileno(), line)
+        os.fsync(out.fileno())
+    finally:
+        fcntl.flock(out.fileno(), fcntl.LOCK_UN)
 
+
+def _run_group(cases: list[Case], out_path: str, seed: int) -> dict:
+    """The cases of one test and range (one draw of inputs), appended to `out_path` one
+    line each as they finish. Counts. (The test's flags are parsed here: a parsed config
+    holds functions, which cannot travel to a worker process.)"""
     from convgen import backend as backends
     from convgen import cli, driver
-
-    folder = os.path.dirname(os.path.abspath(out_path))
-    if not os.path.isdir(folder):
-        raise ConvgenError(f"cannot write '{out_path}': the folder {folder} does not exist",
-                           field="out")
+    base = cli.parse_checked(cases[0].test.flags)
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
     device = be.device_name()
-    done = done_keys(out_path)
-    todo = [c for c in cases if f"{c.key}" not in done]
-    bases = {}
-    for t in {c.test for c in todo}:
-        try:
-            bases[t.name] = cli.parse_checked(t.flags)
-        except ConvgenError as e:
-            raise ConvgenError(f"test {t.name}: {e}", field="tests") from None
-    counts = {"cases": len(cases), "done_before": len(cases) - len(todo), "ran": 0, "errors": 0,
-              "failed_bits": 0}
-    if not todo:
-        return counts
+    counts = {"ran": 0, "errors": 0, "failed_bits": 0}
     cache = driver.StageCache()
-    group = None
-    with open(out_path, "a") as out, tqdm(total=len(todo), unit="case", disable=not progress,
-                                          desc="fp16 study", dynamic_ncols=True) as bar:
-        for case in todo:
-            if (case.test.name, case.range) != group:   # a new draw: the old stages go
-                cache.clear()
-                group = (case.test.name, case.range)
+    with open(out_path, "ab") as out:
+        for case in cases:
             t0 = time.perf_counter()
             try:
-                o = driver.execute(_config(bases[case.test.name], case, seed),
+                o = driver.execute(_config(base, case, seed),
                                    say=lambda line: None, cache=cache)
                 rec = _record(case, o.verdict, time.perf_counter() - t0, device, be.arch)
                 counts["failed_bits"] += 0 in o.verdict.bits
@@ -286,11 +278,94 @@ def run(cases: list[Case], out_path: str, seed: int = 1, progress: bool = True,
                        "range": case.range, "emulation": case.emulation,
                        "device_flush": case.device_flush, "error": str(e)}
                 counts["errors"] += 1
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+            _append(out, rec)
             counts["ran"] += 1
-            bar.update(1)
+    return counts
+
+
+def _worker_init(threads: int) -> None:
+    """A worker process of `-jobs N`: its share of the CPU cores for the float64 references."""
+    import torch
+    torch.set_num_threads(threads)
+
+
+def _groups(todo: list[Case]) -> list[list[Case]]:
+    """The cases by draw (test and range), in grid order."""
+    groups: dict = {}
+    for c in todo:
+        groups.setdefault((c.test.name, c.range), []).append(c)
+    return list(groups.values())
+
+
+def _cost(group: list[Case]) -> float:
+    """What a group costs, roughly: the CPU references' multiply-adds (outputs times the
+    reduction length), acc4's blocked reference counting about three."""
+    t = group[0].test
+    cpu = sum(3 if c.emulation == "acc4" else 1 for c in group if c.validator == "cpu")
+    return max(t.outputs, 1) * _reduction(t) * (cpu + 0.1 * len(group))
+
+
+def _reduction(t: StudyTest) -> int:
+    """C/G*Y*X: the forward reduction length, a proxy good enough to order the draws of
+    every direction."""
+    g = _flag(t.flags, "groupsize", 1)
+    return max(_flag(t.flags, "in_channels", 1) // g, 1) * _flag(t.flags, "fil_h", 1) * \
+        _flag(t.flags, "fil_w", 1)
+
+
+def run(cases: list[Case], out_path: str, seed: int = 1, progress: bool = True,
+        jobs: int = 1) -> dict:
+    """Run the cases not yet in `out_path`, appending one line each. With jobs > 1, draws
+    (a test and a range) run in that many processes at once, the costliest first, each
+    process with its share of the CPU cores; the lines go into the one file. Returns counts."""
+    from tqdm import tqdm
+
+    from convgen import cli
+
+    folder = os.path.dirname(os.path.abspath(out_path))
+    if not os.path.isdir(folder):
+        raise ConvgenError(f"cannot write '{out_path}': the folder {folder} does not exist",
+                           field="out")
+    done = done_keys(out_path)
+    todo = [c for c in cases if f"{c.key}" not in done]
+    for t in {c.test for c in todo}:   # every test's flags, checked before any runs
+        try:
+            cli.parse_checked(t.flags)
+        except ConvgenError as e:
+            raise ConvgenError(f"test {t.name}: {e}", field="tests") from None
+    counts = {"cases": len(cases), "done_before": len(cases) - len(todo), "ran": 0, "errors": 0,
+              "failed_bits": 0}
+    if not todo:
+        return counts
+    groups = _groups(todo)
+
+    def add(c: dict) -> None:
+        for k in ("ran", "errors", "failed_bits"):
+            counts[k] += c[k]
+
+    with tqdm(total=len(todo), unit="case", disable=not progress, desc="fp16 study",
+              dynamic_ncols=True) as bar:
+        if jobs <= 1:
+            for g in groups:
+                add(_run_group(g, out_path, seed))
+                bar.update(len(g))
+            return counts
+        # spawn, not fork: the parent may hold a CUDA context, which a forked child cannot use
+        import concurrent.futures as cf
+        import multiprocessing
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        with cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                    initializer=_worker_init, initargs=(threads,)) as pool:
+            futures = {pool.submit(_run_group, g, out_path, seed): len(g)
+                       for g in sorted(groups, key=_cost, reverse=True)}
+            try:
+                for f in cf.as_completed(futures):
+                    add(f.result())
+                    bar.update(futures[f])
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
     return counts
 
 
@@ -404,7 +479,7 @@ def main(v: dict) -> int:
     out = v.get("out") or os.path.join(RESULTS_DIR, f"{arch}{'-small' * bool(v.get('small'))}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     t0 = time.perf_counter()
-    c = run(cases, out, seed=v.get("seed", 1))
+    c = run(cases, out, seed=v.get("seed", 1), jobs=v.get("jobs", 1))
     print(f"convgen study: {c['ran']} cases run, {c['done_before']} already in {out}, "
           f"{c['errors']} could not run, {c['failed_bits']} with a 0 bit "
           f"({time.perf_counter() - t0:.0f} s)")
