@@ -276,3 +276,35 @@ def test_permuted_layouts_with_channels_innermost(direction):
         perf["split"] = 2
     out, ref = _run(p, True, perf, seed=3)
     _check(p, out, ref)
+
+
+def test_a_size_one_dimension_of_any_stride_makes_a_descriptor():
+    """torch gives a size-1 dimension whatever stride it likes (torch.where on a 1x1 filter
+    gave y and x stride 1, 2 bytes); a descriptor wants outer strides of 16 bytes, and the
+    stride of a dimension of one addresses nothing. The H100 study run hit this with
+    -flush_subnormals on a 1x1 channels-last forward."""
+    import torch
+    from convgen.kernels import tma
+    from convgen.problem import LOGICAL
+    w = torch.randn(64, 1, 1, 32, dtype=torch.float16)        # kyxc in memory
+    logical = torch.as_strided(w, (1, 64, 32, 1, 1), (0, 32, 1, 1, 1))   # (g, k, c, y, x)
+    d = tma._descriptor(logical, "kyxc", LOGICAL["filter"], [64, 1, 1, 32])
+    assert d.strides == [32, 8, 8, 1] and d.shape == [64, 1, 1, 32]
+
+
+def test_flushing_the_kernels_inputs_keeps_their_memory():
+    """-flush_subnormals zeroes the kernel's subnormal inputs in a copy with the original's
+    strides and margins, so the kernel reads the same layout as without it."""
+    import torch
+    from convgen import driver
+    buf = torch.full((2 + 64 * 32,), float("nan"), dtype=torch.float16)
+    t = buf[2:].view(64, 1, 1, 32).permute(0, 3, 1, 2)   # a kyxc filter inside NaN margins
+    t.copy_(torch.randn(64, 32, 1, 1))
+    t[0, 0, 0, 0], t[1, 2, 0, 0] = 1e-6, -3e-7           # fp16 subnormals
+    f = driver._flush_subnormals(t, elem_type("f16"))
+    assert f.stride() == t.stride() and f.storage_offset() == t.storage_offset()
+    assert f[0, 0, 0, 0] == 0 and f[1, 2, 0, 0] == 0 and t[0, 0, 0, 0] != 0
+    keep = torch.ones_like(t, dtype=torch.bool)
+    keep[0, 0, 0, 0] = keep[1, 2, 0, 0] = False
+    assert torch.equal(f[keep], t[keep])
+    assert f._base[:2].isnan().all()                     # the margins came along

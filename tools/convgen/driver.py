@@ -32,10 +32,17 @@ class _Timer:
 
 
 def _flush_subnormals(t, et):
-    """Zero inputs below the smallest normal of their type (MI200 matrix-core behaviour)."""
+    """Zero inputs below the smallest normal of their type (MI200 matrix-core behaviour).
+    The copy keeps t's memory exactly (layout strides, margins around it): a fresh tensor
+    from torch.where may give a size-1 dimension any stride, which the descriptor kernels
+    refuse, and it would drop the NaN margins that catch stray reads."""
     import torch
+    base = t if t._base is None else t._base
+    copy = base.clone()
+    out = copy.as_strided(t.size(), t.stride(), t.storage_offset())
     wide = t.float()  # torch has no comparisons on fp8; every narrow value is exact in fp32
-    return torch.where(wide.abs() < et.tiny, torch.zeros_like(wide), wide).to(t.dtype)
+    out.copy_(torch.where(wide.abs() < et.tiny, torch.zeros_like(wide), wide).to(t.dtype))
+    return out
 
 
 def _check_reference(config: RunConfig) -> None:

@@ -276,7 +276,11 @@ def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), s
     if v.data_ptr() % 16:
         raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
                            field="perf_config")
-    return TensorDescriptor(v, list(v.shape), list(v.stride()), block)
+    # a size-1 dimension's stride addresses nothing, but torch may give it any value and a
+    # descriptor wants every outer stride a multiple of 16 bytes
+    strides = [s if n > 1 or i == v.dim() - 1 else 16 // v.element_size()
+               for i, (n, s) in enumerate(zip(v.shape, v.stride()))]
+    return TensorDescriptor(v, list(v.shape), strides, block)
 
 
 def bwd_weight_parts(p, cfg) -> tuple[int, int]:
