@@ -152,12 +152,17 @@ def test_the_worker_and_the_shell_give_the_same_results_on_the_pr_set(tmp_path):
     """Every convgen run of the PR set: the same exit status, bits and metrics lines in the
     lit workers as through the shell, and every test the same verdict."""
     runs, verdicts = {}, {}
+    # on a GPU the PR set has ~60 more GPU tests; one at a time (the default gpu_jobs=1)
+    # through the shell is a quarter of an hour
+    import torch
+    spread = ["--param", "gpu_jobs=8", "-j", "8"] if torch.cuda.is_available() else []
     for mode in ("inprocess", "shell"):
         record = tmp_path / f"{mode}.jsonl"
         report = tmp_path / f"{mode}.json"
         argv = [sys.executable, str(REPO / "scripts" / "suite-bits"), "record",
                 *(["--shell"] if mode == "shell" else []), str(record),
-                "-o", str(report), "--param", f"exec_root={tmp_path / mode}", str(REPO / "e2e")]
+                "-o", str(report), "--param", f"exec_root={tmp_path / mode}", *spread,
+                str(REPO / "e2e")]
         subprocess.run(argv, capture_output=True, text=True, timeout=3000)
         verdicts[mode] = {t["name"]: t["code"] for t in json.loads(report.read_text())["tests"]}
         runs[mode] = record
