@@ -130,9 +130,12 @@ def test_the_timeout_stops_a_run_and_the_worker_goes_on(tmp_path):
     """The worker's imports happen before the alarm (an import cut short broke the next test
     on the H100); after a timeout its later tests go through the shell, so the next one is
     a light line (`convgen --help` imports no torch) that passes within the same 10 s (2 s
-    was too short for a fresh Python on a loaded 2-core machine; the slow line takes minutes)."""
-    slow = ("// RUN: %convgen --operation conv2d -t f32 -batchsize=64 -in_channels=128 -out_channels=128 "
-            "-in_h=56 -in_w=56 -fil_h=3 -fil_w=3 -pv -x2 | FileCheck %s\n// CHECK: [1 1 1]\n")
+    was too short for a fresh Python on a loaded 2-core machine). The slow line must be slow
+    on a GPU machine too: its float64 CPU reference is 10 T multiply-adds (a 23.9M-output
+    line passed within the 10 s on the H100's 16 cores)."""
+    slow = ("// RUN: %convgen --operation conv2d -t f16 -batchsize=256 -in_channels=512 "
+            "-out_channels=512 -in_h=56 -in_w=56 -fil_h=7 -fil_w=7 -padding_h=3 -padding_w=3 "
+            "-pv -x2 | FileCheck %s\n// CHECK: [1 1 1]\n")
     after = "// RUN: %convgen --help | FileCheck %s\n// CHECK: usage: convgen\n"
     suite = make_suite(tmp_path / "s", {"a_slow.mlir": slow, "b_after.mlir": after})
     rc, out = _scripts_lit("-a", "-j1", "--param", "timeout=10", suite)

@@ -277,8 +277,10 @@ def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), s
         raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
                            field="perf_config")
     # a size-1 dimension's stride addresses nothing, but torch may give it any value and a
-    # descriptor wants every outer stride a multiple of 16 bytes
-    strides = [s if n > 1 or i == v.dim() - 1 else 16 // v.element_size()
+    # descriptor wants every outer stride a multiple of 16 bytes (a stride that already is
+    # one stays, so every launch that ran before runs as it did)
+    size = v.element_size()
+    strides = [s if n > 1 or i == v.dim() - 1 or s * size % 16 == 0 else 16 // size
                for i, (n, s) in enumerate(zip(v.shape, v.stride()))]
     return TensorDescriptor(v, list(v.shape), strides, block)
 
