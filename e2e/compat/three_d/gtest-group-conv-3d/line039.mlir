@@ -1,5 +1,5 @@
 // MIOpenDriver line of gtest-group-conv-3d, 39 of 44: convfp16 -_ 3 -n 128 -c 2 -! 28 -H 28 -W 28 -k 2 -@ 3 -y 3 -x 3 -$ 1 -p 1 -q 1 -# 1 -u 1 -v 1 -^ 1 -l 1 -j 1 -g 2 -F 4 -I NCDHW -f NCDHW -O NCDHW
 // Source: ROCm/MIOpen@99f5b6dddf18:test/gtest/group_conv.hpp (GroupConvTestConfig<3u>: 14 forward configs, 15 backward-data and backward-weight ones, written as MIOpenDriver lines, fp16 with NCDHW as the gtest's default). Written by scripts/import-tests (list); must print [1 1 1].
-// REQUIRES: gpu
+// REQUIRES: gpu, nightly
 // RUN: %convgen convfp16 -_ 3 -n 128 -c 2 -! 28 -H 28 -W 28 -k 2 -@ 3 -y 3 -x 3 -$ 1 -p 1 -q 1 -# 1 -u 1 -v 1 -^ 1 -l 1 -j 1 -g 2 -F 4 -I NCDHW -f NCDHW -O NCDHW %pv %random_data %xdlops | FileCheck %s
 // CHECK: [1 1 1]
