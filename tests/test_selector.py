@@ -334,3 +334,27 @@ def test_the_fold_is_no_candidate_for_fp8():
     assert not [c for c in kconfig.space(p, SM90) if c.s2d]
     with pytest.raises(ConvgenError, match="s2d=1: fp8_e4m3: the fold's copies move 16- and 32-bit"):
         kconfig.choose(p, SM90, True, {"s2d": 1})
+
+
+def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
+    """The model learns speed only; a pick of split 1 for a depthwise bwd_weight summed
+    802,816 products in one fp32 chain and failed the reference check on the H100. The
+    candidates keep to the rule's MAX_CHAIN, and where none does, all stay."""
+    from convgen.dtypes import elem_type
+    from convgen.problem import make_problem
+    be = Backend("cuda", "sm90", 32)
+    p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), g=144, n=256, c_total=144,
+                     k_total=144, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1),
+                     layouts={"input": "nhwgc", "filter": "gkyxc", "output": "nhwgk"})
+    space = list(kconfig.space(p, be))
+    kept = selector.short_chains(p, space)
+    assert 0 < len(kept) < len(space)
+    assert all(kconfig.longest_chain(p, space[i]) <= kconfig.MAX_CHAIN for i in kept)
+    assert all(space[i].split > 1 for i in kept)
+    assert kconfig.longest_chain(p, kconfig.default_config(p, be, True)) <= kconfig.MAX_CHAIN
+    fwd = make_problem(direction="fwd", dtype=elem_type("f16"), g=1, n=1, c_total=8192,
+                       k_total=16, hi=9, wi=9, y=3, x=3, layouts={"input": "nhwc",
+                       "filter": "kyxc", "output": "nhwk"})
+    few = list(kconfig.space(fwd, be))
+    assert kconfig.longest_chain(fwd, few[0]) > kconfig.MAX_CHAIN
+    assert selector.short_chains(fwd, few) == list(range(len(few)))

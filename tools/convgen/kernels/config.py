@@ -345,6 +345,20 @@ def min_block_k(problem: ConvProblem) -> int:
 MAX_CHAIN = 2**16
 
 
+def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
+    """Products one program of `cfg` sums in a row in its fp32 accumulator: the GEMM
+    reduction, or for bwd_weight one part of it (the descriptor kernels cut it in whole
+    boxes of block_k output pixels, so a part may be longer than reduction / split)."""
+    _, _, r = problem.gemm
+    if not problem.direction.splits_reduction:
+        return r
+    if cfg.tma:
+        from convgen.kernels import tma
+        _, per = tma.bwd_weight_parts(problem, cfg)
+        return min(r, per * cfg.block_k)
+    return cdiv(r, cfg.split or 1)
+
+
 def _split(problem: ConvProblem, bm: int, bn: int) -> int:
     """bwd_weight: enough programs to fill ~a GPU, with each part at least a few tiles deep,
     and no part longer than MAX_CHAIN products (at most 64 parts)."""
