@@ -19,6 +19,7 @@ depth slices gathered into the batch (depth.py): `depth_slice()` is that 2-D pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from convgen.directions import Direction, direction as _direction
 from convgen.dtypes import ElemType
@@ -91,11 +92,13 @@ class ConvProblem:
     pad_d_r: int = 0
 
     # ---- derived sizes -------------------------------------------------
-    @property
+    # cached: a frozen problem's sizes never change, and choosing a config (selector.py)
+    # reads them hundreds of thousands of times
+    @cached_property
     def is_3d(self) -> bool:
         return len(self.layouts["input"]) == 6
 
-    @property
+    @cached_property
     def do(self) -> int:
         return (self.di + self.pad_d_l + self.pad_d_r - self.dil_d * (self.z - 1) - 1) // self.stride_d + 1
 
@@ -110,11 +113,11 @@ class ConvProblem:
         return replace(self, n=self.n * self.do, di=1, z=1, stride_d=1, dil_d=1, pad_d_l=0,
                        pad_d_r=0, layouts=lays)
 
-    @property
+    @cached_property
     def ho(self) -> int:
         return (self.hi + self.pad_h_l + self.pad_h_r - self.dil_h * (self.y - 1) - 1) // self.stride_h + 1
 
-    @property
+    @cached_property
     def wo(self) -> int:
         return (self.wi + self.pad_w_l + self.pad_w_r - self.dil_w * (self.x - 1) - 1) // self.stride_w + 1
 
@@ -154,7 +157,7 @@ class ConvProblem:
     def writes(self) -> str:
         return self.direction.writes
 
-    @property
+    @cached_property
     def gemm(self) -> tuple[int, int, int]:
         """(M, N, reduction) of the implicit GEMM, per group (3-D: of all the depth taps'
         slices together: the reduction, or bwd_weight's columns, times the taps)."""
@@ -168,7 +171,7 @@ class ConvProblem:
         """Products summed into one output element (the longest, for bwd_data)."""
         return self.gemm[2]
 
-    @property
+    @cached_property
     def flops(self) -> int:
         """Useful multiply-adds times two, the same for all three directions: each product of
         the forward convolution is made once. (bwd_data's GEMM shape counts every input

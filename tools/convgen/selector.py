@@ -23,6 +23,7 @@ was trained on, and LightGBM's own text model. `tuning/models/<arch>.json` is th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -133,7 +134,7 @@ class Device:
     def units(self) -> int:
         return DEVICE_UNITS.get(self.name, 0)
 
-    @property
+    @functools.cached_property
     def arch_number(self) -> int:
         return int("".join(ch for ch in self.arch if ch.isdigit()) or 0)
 

@@ -379,6 +379,12 @@ SPACE_STAGES = {"cuda": (3, 4), "hip": (2,), "interpreter": (1,)}
 SPACE_SPLIT = (1, 4, 16, 64)
 
 
+def _vary(base: KernelConfig, **changes) -> KernelConfig:
+    """dataclasses.replace without its field checks, at a third of its cost: a selection
+    builds the space of every run (kernels/selector.py's 1 ms budget)."""
+    return KernelConfig(**{**base.__dict__, **changes})
+
+
 def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     """The matrix-core configs `convgen tune` measures for a problem on a backend, in a fixed
     order (the default rule's config first). AMD fields come from the default rule."""
@@ -402,9 +408,9 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                 for split in (SPACE_SPLIT if problem.direction.splits_reduction else (1,)):
                     if split > 1 and r // split < 4 * bk:
                         continue
-                    cfg = replace(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
-                                  num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
-                                  tma=None, s2d=None)
+                    cfg = _vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
+                                num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
+                                tma=None, s2d=None)
                     add(cfg)
     if not tma_refused(problem, backend):
         for cfg in _tma_space(problem, base):
@@ -445,8 +451,8 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                 auto = _tma_split(problem, bm, bn, box)
                 for split in sorted({max(1, auto // 2), auto, min(MAX_SPLIT, auto * 2)}):
                     for warps in (4, 8):
-                        out.append(replace(base, block_m=bm, block_n=bn, block_k=box, num_warps=warps,
-                                           num_stages=4 if box == 64 else 3, split=split, tma=1))
+                        out.append(_vary(base, block_m=bm, block_n=bn, block_k=box, num_warps=warps,
+                                         num_stages=4 if box == 64 else 3, split=split, tma=1))
         return out
     n = problem.direction.tile_n(problem)
     for bm, bn in SPACE_MN:
@@ -454,8 +460,8 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             continue
         bn = _narrow(n, bn)
         for stages in (3, 4):
-            out.append(replace(base, block_m=bm, block_n=bn, block_k=64, num_stages=stages,
-                               num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
+            out.append(_vary(base, block_m=bm, block_n=bn, block_k=64, num_stages=stages,
+                             num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
     return out
 
 

@@ -23,6 +23,7 @@ import triton.language as tl
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.kernels import launch
 from convgen.kernels.common import mac, split3, tile_ids
+from convgen.kernels.config import cdiv
 
 REDUCE_BLOCK = 1024
 
@@ -134,9 +135,11 @@ def split_reduce_kernel(ws_ptr, w_ptr, G, K, C,
 def parts(p, cfg) -> tuple[int, int]:
     """(split, r_chunk): how many parts the reduction is cut into, and each part's length
     (a multiple of block_k, so no tile straddles two parts; no part is empty)."""
+    # config.cdiv, not triton.cdiv (a JIT-function call, 3 us): choosing a config asks this
+    # for every candidate
     _, _, r = p.gemm
-    r_chunk = triton.cdiv(triton.cdiv(r, cfg.split), cfg.block_k) * cfg.block_k
-    return triton.cdiv(r, r_chunk), r_chunk
+    r_chunk = cdiv(cdiv(r, cfg.split), cfg.block_k) * cfg.block_k
+    return cdiv(r, r_chunk), r_chunk
 
 
 def workspace_elements(p, cfg) -> int:
