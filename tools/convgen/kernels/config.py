@@ -347,8 +347,12 @@ MAX_CHAIN = 2**16
 
 def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
     """Products one program of `cfg` sums in a row in its fp32 accumulator: the GEMM
-    reduction, or for bwd_weight one part of it (the descriptor kernels cut it in whole
-    boxes of block_k output pixels, so a part may be longer than reduction / split)."""
+    reduction of the problem the kernel runs (the folded one for s2d), or for bwd_weight
+    one part of it, as the kernels cut it (the descriptor kernels in whole boxes of
+    block_k output pixels)."""
+    if cfg.s2d:
+        from convgen.kernels import s2d
+        problem = s2d.inner_problem(problem, cfg.s2d)
     _, _, r = problem.gemm
     if not problem.direction.splits_reduction:
         return r
@@ -356,7 +360,8 @@ def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
         from convgen.kernels import tma
         _, per = tma.bwd_weight_parts(problem, cfg)
         return min(r, per * cfg.block_k)
-    return cdiv(r, cfg.split or 1)
+    from convgen.kernels import conv_bwd_weight
+    return conv_bwd_weight.parts(problem, cfg)[1]
 
 
 def _split(problem: ConvProblem, bm: int, bn: int) -> int:
