@@ -133,18 +133,14 @@ class StageCache:
 
     def __init__(self):
         self._values: dict = {}
-        self.hits = 0
 
     def get(self, key: tuple, make):
+        """(the stage's value, whether it came from the cache)."""
         if key in self._values:
-            self.hits += 1
             return self._values[key], True
         value = make()
         self._values[key] = value
         return value, False
-
-    def clear(self) -> None:
-        self._values.clear()
 
 
 def _stage(cache: StageCache | None, key: tuple, make):

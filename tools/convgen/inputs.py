@@ -154,14 +154,19 @@ def _fill(t, spec: DataSpec, problem: ConvProblem, salt: int) -> None:
     draw.fill_uniform(t, seed, lo, hi, integers, spec.both_signs, t.device.type == "cpu")
 
 
-def guarded_zeros(problem: ConvProblem, name: str, dtype, device: str):
-    """A zeroed tensor `name` of the problem in its memory order, as a logical view, inside
-    NaN margins like an input's (depth.py gathers a 3-D input's depth slices into one)."""
+def _in_margins(problem: ConvProblem, name: str, dtype, device: str):
+    """Tensor `name` of the problem in its memory order (unset) inside margins of NaN
+    (integers: their minimum), so a kernel that reads past it reads poison."""
     import torch
     t, buf, _ = _guarded(problem.physical_shape(name), dtype, device)
     buf.fill_(float("nan") if dtype.is_floating_point else torch.iinfo(dtype).min)
-    t.zero_()
-    return t.permute(problem.to_logical_perm(name))
+    return t
+
+
+def guarded_zeros(problem: ConvProblem, name: str, dtype, device: str):
+    """A zeroed tensor `name` of the problem in its memory order, as a logical view, inside
+    NaN margins like an input's (depth.py gathers a 3-D input's depth slices into one)."""
+    return _in_margins(problem, name, dtype, device).zero_().permute(problem.to_logical_perm(name))
 
 
 def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict:
@@ -173,9 +178,7 @@ def make_inputs(problem: ConvProblem, spec: DataSpec, device: str) -> dict:
     dt = problem.dtype.torch_dtype
     drawn = _rocmlir_values(problem, spec) if spec.generator == "rocmlir" else None
     for salt, name in enumerate(problem.reads):
-        phys = problem.physical_shape(name)
-        t, buf, _ = _guarded(phys, dt, device)
-        buf.fill_(float("nan") if dt.is_floating_point else torch.iinfo(dt).min)
+        t = _in_margins(problem, name, dt, device)
         if drawn is not None:
             t.view(-1).copy_(torch.from_numpy(drawn[name]))
         elif spec.side not in ("both", name):

@@ -286,7 +286,7 @@ def reproducer(program: str, argv) -> str:
 
 # ---- JSON --------------------------------------------------------------------------
 
-def _num(x):
+def json_number(x):
     """Strict JSON has no inf or NaN: write them as strings."""
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
@@ -296,7 +296,8 @@ def _num(x):
 def _element(w) -> dict | None:
     if w is None:
         return None
-    return {"value": _num(w.value), "val": _num(w.val), "kern": _num(w.kern), "at": dict(w.index)}
+    return {"value": json_number(w.value), "val": json_number(w.val),
+            "kern": json_number(w.kern), "at": dict(w.index)}
 
 
 def _histogram_json(h) -> dict:
@@ -307,19 +308,20 @@ def _histogram_json(h) -> dict:
 
 
 def to_json(v) -> dict:
-    out = {k: _num(x) for k, x in v.metrics.items()}
+    out = {k: json_number(x) for k, x in v.metrics.items()}
     out.update(
-        bits=list(v.bits), thresholds={k: _num(x) for k, x in v.thresholds.to_json().items()},
+        bits=list(v.bits), thresholds={k: json_number(x) for k, x in v.thresholds.to_json().items()},
         histograms={k: _histogram_json(h) for k, h in v.histograms.items()},
         n=v.n, nan_count=v.nan_count, inf_count=v.inf_count, exact_count=v.exact_count,
         out_of_tolerance=v.out_of_tolerance,
         ref_nan_count=v.ref_nan_count, ref_inf_count=v.ref_inf_count,
         bad_inf_count=v.bad_inf_count, int_min_count=v.int_min_count,
-        ref_max_abs=_num(v.ref_max_abs), kern_max_abs=_num(v.kern_max_abs),
+        ref_max_abs=json_number(v.ref_max_abs), kern_max_abs=json_number(v.kern_max_abs),
         out_type=v.out_type.name, worst={k: _element(w) for k, w in v.worst.items()},
         rocmlir=v.rocmlir.to_json() if v.rocmlir is not None else None,
-        findings=[{"kind": f.kind, "fails": f.fails, "count": f.count, "value": _num(f.value),
-                   "limit": _num(f.limit), "at": _element(f.at), "detail": f.detail}
+        findings=[{"kind": f.kind, "fails": f.fails, "count": f.count,
+                   "value": json_number(f.value), "limit": json_number(f.limit),
+                   "at": _element(f.at), "detail": f.detail}
                   for f in v.findings],
         messages=messages(v), warnings=warnings(v))
     return out

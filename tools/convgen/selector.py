@@ -587,7 +587,7 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             allowed = short_chains(prob.problem, prob.configs)
             pred = model.predict(prob.problem, [prob.configs[i] for i in allowed], prob.device)
             chosen = allowed[int(pred.argmax())]
-            pred = dict(zip(allowed, pred))
+            predicted = float(pred.max())
             select_s.append(time.perf_counter() - t0)
             backend = _backend_for(prob.device.arch)
             rule = kconfig.default_config(prob.problem, backend, True).describe()
@@ -601,7 +601,7 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             per_problem.append({
                 "problem": prob.problem.describe(), "fold": f, "families": fams,
                 "best_tflops": prob.best, "chosen": texts[chosen],
-                "predicted_tflops": float(pred[chosen]), "model": model_eff,
+                "predicted_tflops": predicted, "model": model_eff,
                 "rule": rule_eff, "single": single_eff,
                 "selector": rule_eff if ruled else model_eff, "rule_families": keep_rule})
     return per_problem, select_s

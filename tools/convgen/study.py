@@ -49,8 +49,8 @@ EMULATION_RANGES = ("r0",)   # where the study looked at them
 METRICS = (("max_epsilon_diff", "maxEpsilonDiff"), ("max_abs_diff", "maxAbsDiff"),
            ("max_rel_diff", "maxRelDiff"), ("max_rel_diff_old", "maxRelDiff_old"),
            ("rms", "RMS"))
-DEFAULT_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "study", "fp16", "tests.tsv")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_TESTS = os.path.join(REPO, "study", "fp16", "tests.tsv")
 # --small: these tests, shrunk (shrink()), in the interpreter in minutes
 # (the stem, backward-data, a 3x3 channels-last backward-weight, a grouped forward)
 SMALL_TESTS = ("padding_kernel_gemmK_CHECK_RESNET50_F16_CONFIG1",
@@ -188,14 +188,9 @@ def _config(base, case: Case, seed: int):
                                    flush_subnormals=ref_flush))
 
 
-def _num(x: float):
-    """JSON holds no infinities: those (and NaN) as text."""
-    x = float(x)
-    return x if math.isfinite(x) else str(x)
-
-
 def _record(case: Case, verdict, seconds: float, device: str, arch: str) -> dict:
     from convgen import tolerance
+    from convgen.report import json_number as _num
     th: tolerance.Resolved = verdict.thresholds
     hist = {name: list(h.counts) for name, h in verdict.histograms.items()}
     return {
@@ -215,6 +210,7 @@ def _record(case: Case, verdict, seconds: float, device: str, arch: str) -> dict
 
 
 def _worst(verdict, metric: str):
+    from convgen.report import json_number as _num
     w = verdict.worst.get(metric)
     return None if w is None else {"val": _num(w.val), "kern": _num(w.kern)}
 
@@ -454,7 +450,6 @@ def read_study(folder: str, run_name: str = "fair_1") -> list[dict]:
 
 # ---- the command ----------------------------------------------------------------------------
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS_DIR = os.path.join(REPO, "docs", "data", "fp16-study")
 
 

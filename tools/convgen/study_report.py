@@ -501,10 +501,13 @@ def _rel(data_dir: str, name: str, page_dir: str) -> str:
 
 
 def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """The whole file or none of it (report.write_atomic)."""
+    from convgen.report import write_atomic
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    write_atomic(path, write)
 
 
 def fill_doc(doc_path: str, blocks: dict[str, str]) -> tuple[list[str], list[str]]:
