@@ -181,10 +181,12 @@ def test_small_runs_the_grid_resumes_and_reports(tmp_path):
     (["-tests", "/nonexistent/tests.tsv"], "cannot read the test list"),
     (["-only", "no_such_test"], "no test no_such_test"),
     (["-ranges", "r9"], "-ranges"),
+    (["-out", "no_such_dir/r.jsonl"], "the folder"),
 ])
 def test_bad_input_is_one_error_line(tmp_path, argv, words):
     p = _study(*argv, cwd=tmp_path)
     assert p.returncode == 2 and p.stdout == ""
+    assert list(tmp_path.iterdir()) == []   # nothing made: no folder, no results file
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("convgen: error: ") and words in lines[0], p.stderr
 

@@ -471,8 +471,10 @@ def main(v: dict) -> int:
                  v.get("emulation_ranges", EMULATION_RANGES))
     backends.ensure_interpreter_if_no_gpu()
     arch = backends.current().arch
-    out = v.get("out") or os.path.join(RESULTS_DIR, f"{arch}{'-small' * bool(v.get('small'))}.jsonl")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    out = v.get("out")
+    if out is None:   # the repository's own folder; a folder the user names must exist
+        os.makedirs(RESULTS_DIR, exist_ok=True)
+        out = os.path.join(RESULTS_DIR, f"{arch}{'-small' * bool(v.get('small'))}.jsonl")
     t0 = time.perf_counter()
     c = run(cases, out, seed=v.get("seed", 1), jobs=v.get("jobs", 1))
     print(f"convgen study: {c['ran']} cases run, {c['done_before']} already in {out}, "
