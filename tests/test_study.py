@@ -197,3 +197,19 @@ def test_a_foreign_results_file_is_refused_and_left_alone(tmp_path):
     p = _study("--small", "-out", out, "-report", "off")
     assert p.returncode == 2 and "not a study result line" in p.stderr
     assert out.read_text() == "not json\n"
+
+
+def test_a_page_that_cannot_be_filled_stops_the_report_before_it_writes(tmp_path):
+    """A missing page, or one whose block does not close, is one error line, and no CSV,
+    plot or files.json has been written by then."""
+    data = tmp_path / "data"
+    broken = tmp_path / "broken.md"
+    broken.write_text("<!-- study:ranges -->\nno end\n")
+    for doc in (tmp_path / "missing.md", broken):
+        p = subprocess.run([sys.executable, "-m", "convgen", "study-report", "-doc", str(doc),
+                            "-data_dir", str(data), "-plots", "off"],
+                           capture_output=True, text=True, timeout=300)
+        lines = p.stderr.splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("convgen: error: ")
+        assert not data.exists(), sorted(data.iterdir())
+    assert broken.read_text() == "<!-- study:ranges -->\nno end\n"

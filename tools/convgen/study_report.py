@@ -249,7 +249,7 @@ def point_by_point(ours: list[dict], study: list[dict], source: str, gpu: str) -
     """Test by test: our maxEpsilonDiff and the study's on one GPU, for each tabulated
     setting and range; summarised as Spearman's rank correlation and the tests worst in
     both."""
-    t = Table(f"points-{source}-{gpu}", ["setting, range", "tests", "Spearman rho",
+    t = Table(f"points-{_slug(source)}-{_slug(gpu)}", ["setting, range", "tests", "Spearman rho",
                                          f"worst 3 on {gpu}", f"worst 3 on {source}"])
     for s in TABULATED:
         for r in STUDY_RANGES:
@@ -510,19 +510,27 @@ def _write(path: str, text: str) -> None:
     write_atomic(path, write)
 
 
-def fill_doc(doc_path: str, blocks: dict[str, str]) -> tuple[list[str], list[str]]:
-    """Replace each `<!-- study:NAME -->...<!-- /study:NAME -->` block that has new content;
-    returns the names of the blocks rewritten and of those left as they were."""
+def read_doc(doc_path: str) -> str:
+    """The page's text, once every `<!-- study:NAME -->` block is known to close."""
     try:
         with open(doc_path) as f:
             text = f.read()
     except OSError as e:
         raise ConvgenError(f"cannot read '{doc_path}': {e.strerror}", field="doc") from None
+    for name in _block_names(text):
+        end = f"<!-- /study:{name} -->"
+        if end not in text:
+            raise ConvgenError(f"{doc_path}: block '{name}' has no closing {end}", field="doc")
+    return text
+
+
+def fill_doc(doc_path: str, blocks: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Replace each `<!-- study:NAME -->...<!-- /study:NAME -->` block that has new content;
+    returns the names of the blocks rewritten and of those left as they were."""
+    text = read_doc(doc_path)
     kept, rewritten = [], []
     for name in _block_names(text):
         start, end = f"<!-- study:{name} -->", f"<!-- /study:{name} -->"
-        if end not in text:
-            raise ConvgenError(f"{doc_path}: block '{name}' has no closing {end}", field="doc")
         if name not in blocks:
             kept.append(name)
             continue
@@ -546,6 +554,9 @@ def main(v: dict) -> int:
 
     from convgen import study
     data_dir = v.get("data_dir", study.RESULTS_DIR)
+    doc = v.get("doc", os.path.join(study.REPO, "docs", "fp16-study.md"))
+    if doc:
+        read_doc(doc)   # a page that cannot be filled stops the run before any file is written
     results = v.get("results") or sorted(p for p in glob.glob(os.path.join(study.RESULTS_DIR, "*.jsonl"))
                                          if not p.endswith("-small.jsonl"))
     ours = study.read_results(results)
@@ -558,7 +569,6 @@ def main(v: dict) -> int:
     if study_rows is None and os.path.exists(pub_path):
         with open(pub_path) as f:
             pub = json.load(f)
-    doc = v.get("doc", os.path.join(study.REPO, "docs", "fp16-study.md"))
     blocks = build(ours, study_rows, pub, data_dir, plots=v.get("plots", True),
                    page_dir=os.path.dirname(os.path.abspath(doc)) if doc else data_dir)
     if doc:
