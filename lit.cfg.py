@@ -255,6 +255,15 @@ else:
         lit_config.fatal("gpu_jobs=%r: expected an integer >= 1" % setting("gpu_jobs"))
     lit_config.parallelism_groups["gpu"] = gpu_jobs * max(1, len(gpus))
     config.parallelism_group = "gpu"
+
+# Each test's share of the CPU cores for its float64 reference and input draws: torch's
+# default (every core in every test) oversubscribed a 16-core GPU machine 12 times over and
+# slowed the large imported lines tenfold. At most gpu_jobs tests per GPU run at once on a
+# GPU, lit's default of one per core in the interpreter. OMP_NUM_THREADS set by the user wins.
+if "OMP_NUM_THREADS" not in config.environment:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    at_once = cores if device.interpreter else gpu_jobs * max(1, len(gpus))
+    config.environment["OMP_NUM_THREADS"] = str(max(1, cores // at_once))
 if flag("nightly"):
     features.add("nightly")
 inprocess = flag("inprocess")

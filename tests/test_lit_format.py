@@ -71,6 +71,33 @@ def test_each_run_gets_the_tests_environment_and_leaves_the_workers_as_it_was(tm
     assert dict(os.environ) == before and os.getcwd() != str(tmp_path)
 
 
+def test_each_run_gets_its_share_of_the_cores_and_gives_it_back(tmp_path):
+    """OMP_NUM_THREADS of the test's environment (lit.cfg.py: cores / tests at once) is
+    torch's thread count in the worker while the run lasts."""
+    import torch
+    before = torch.get_num_threads()
+    share = 1 if before > 1 else 2
+    with lit_format._clean_state(_fake_test({"OMP_NUM_THREADS": str(share)}), str(tmp_path)):
+        assert torch.get_num_threads() == share
+    assert torch.get_num_threads() == before
+
+
+def test_the_suite_gives_each_test_a_share_of_the_cores(tmp_path):
+    """lit.cfg.py sets OMP_NUM_THREADS (cores / tests at once, at least 1) unless the user
+    did; the user's value wins."""
+    run = (f"// RUN: {sys.executable} -c \"import os; print('threads=' + os.environ['OMP_NUM_THREADS'])\""
+           " | FileCheck %s\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    ours = make_suite(tmp_path / "ours", {"t.mlir": run + "// CHECK: threads={{[1-9][0-9]*$}}\n"})
+    rc, out = _scripts_lit("-a", ours, env=env)
+    assert rc == 0, out
+    mine = make_suite(tmp_path / "mine", {"t.mlir": run + "// CHECK: threads=7{{$}}\n"})
+    rc, out = _scripts_lit("-a", mine, env={**env, "OMP_NUM_THREADS": "7"})
+    assert rc == 0, out
+    rc, out = _scripts_lit("-a", mine, env=env)
+    assert rc != 0, out     # and the check can fail
+
+
 def test_each_worker_keeps_to_one_gpu(monkeypatch):
     fmt = ConvgenTest(CONVGEN, FILECHECK, gpu_env="CUDA_VISIBLE_DEVICES", gpus=("2", "5"))
     seen = []

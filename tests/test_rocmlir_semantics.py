@@ -51,8 +51,24 @@ def test_glibc_rand_is_glibcs(seed):
         pytest.skip("not glibc")
     libc.srand(ctypes.c_uint(seed))
     want = [libc.rand() for _ in range(400)]
-    assert GlibcRand(seed).take(400) == want
-    assert GlibcRand(1).take(3) == [1804289383, 846930886, 1681692777]
+    assert GlibcRand(seed).take(400).tolist() == want
+    assert GlibcRand(1).take(3).tolist() == [1804289383, 846930886, 1681692777]
+
+
+def test_glibc_rand_blocks_join_without_a_seam():
+    """The numbers come a block at a time: takes of every size, across several blocks and
+    ending inside one, give glibc's one stream."""
+    libc = _libc()
+    if libc is None:
+        pytest.skip("not glibc")
+    from convgen.glibc_rand import BLOCK
+    libc.srand(ctypes.c_uint(99))
+    want = [libc.rand() for _ in range(3 * BLOCK + 1000)]
+    gen = GlibcRand(99)
+    got = []
+    for n in (1, 30, BLOCK - 31, BLOCK + 7, 0, BLOCK, 1000 - 7):
+        got += gen.take(n).tolist()
+    assert got == want
 
 
 def test_fixed_is_rocmlir_gens_pattern_by_element_type():

@@ -358,6 +358,10 @@ def _clean_state(test, execdir):
         if _TORCH_SEED is None:
             _TORCH_SEED = torch.initial_seed()
         torch.manual_seed(_TORCH_SEED)
+    saved_threads = torch.get_num_threads() if torch is not None else None
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if torch is not None and threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))   # the test's share of the cores (lit.cfg.py)
     try:
         with warnings.catch_warnings():
             yield
@@ -367,6 +371,8 @@ def _clean_state(test, execdir):
         os.chdir(saved_cwd)
         sys.argv = saved_argv
         torch = sys.modules.get("torch")
+        if torch is not None and saved_threads is not None:
+            torch.set_num_threads(saved_threads)
         if torch is not None and torch.cuda.is_initialized():
             torch.cuda.empty_cache()
 
