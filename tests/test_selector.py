@@ -143,12 +143,14 @@ def test_a_model_ranks_the_problems_it_learnt_near_their_best(problems, model):
 def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, model):
     import lightgbm
     import numpy as np
-    package = lightgbm.Booster(model_str=model.text)
+    packages = {d: lightgbm.Booster(model_str=text) for d, text in model.texts.items()}
+    assert set(packages) == set(selector.DIRECTIONS)
     for prob in problems[::7]:
+        d = prob.problem.direction.name
         x = np.asarray([selector.features(prob.problem, c, prob.device) for c in prob.configs])
-        assert np.array_equal(model.booster.predict(x), package.predict(x, num_threads=1))
+        assert np.array_equal(model.booster(d).predict(x), packages[d].predict(x, num_threads=1))
     with pytest.raises(ValueError, match="features expected"):
-        model.booster.predict(np.zeros((2, 3)))
+        model.booster("fwd").predict(np.zeros((2, 3)))
 
 
 def test_a_run_selects_without_importing_the_lightgbm_package(tmp_path, model):
@@ -187,7 +189,11 @@ def test_model_file_round_trips(tmp_path, problems, model):
     (lambda text: text[: len(text) // 2], "not a model file"),
     (lambda text: json.dumps({"schema": "other"}), "not a convgen selector model"),
     (lambda text: text.replace('"block_m"', '"block_m_renamed"', 1), "other features"),
-    (lambda text: json.dumps({**json.loads(text), "model": "tree\ngarbage"}), "does not parse"),
+    (lambda text: json.dumps({**json.loads(text), "models": {"fwd": "tree\ngarbage"}}),
+     "fwd LightGBM model does not parse"),
+    (lambda text: json.dumps({**json.loads(text), "models": {"sideways": "tree"}}), "no LightGBM model per direction"),
+    (lambda text: json.dumps({**{k: v for k, v in json.loads(text).items() if k != "models"},
+                              "version": 1, "model": "tree"}), "schema version 1; this convgen reads 2"),
 ])
 def test_a_damaged_model_is_one_clear_error_naming_the_file(tmp_path, model, damage, why):
     good = str(tmp_path / "good.json")
@@ -248,7 +254,8 @@ def test_train_and_eval_commands(tmp_path, db):
     out = tmp_path / "m.json"
     p = _convgen("train-selector", "--db", db, "--trees", "40", "--out", str(out))
     assert p.returncode == 0, p.stderr
-    assert "40 trees" in p.stdout and json.loads(out.read_text())["trees"] == 40
+    assert "40 trees per direction" in p.stdout and json.loads(out.read_text())["trees"] == 40
+    assert set(json.loads(out.read_text())["models"]) == set(selector.DIRECTIONS)
     warm = tmp_path / "w.json"
     p = _convgen("train-selector", "--db", db, "--warm_start", str(out), "--out", str(warm))
     assert p.returncode == 0, p.stderr
@@ -295,12 +302,27 @@ def test_a_family_the_model_keeps_the_rule_for_takes_the_rule(tmp_path, problems
     prob = next(p for p in problems if p.problem.direction.name == "fwd")
     kept = selector.families_of(prob.problem)[1]
     path = str(tmp_path / "sm90.json")
-    selector.Model(model.text, {"arch": "sm90", "rule_families": [kept]}).save(path)
+    selector.Model(model.texts, {"arch": "sm90", "rule_families": [kept]}).save(path)
     monkey_loaded = selector._LOADED.pop(path, None)
     cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
     assert cfg == kconfig.choose(prob.problem, SM90, True)
     assert f"sm90.json keeps the rule for {kept} problems" in source
     assert monkey_loaded is None
+
+
+def test_each_direction_has_its_own_model_and_a_missing_one_keeps_the_rule(tmp_path, problems, model,
+                                                                            on_h100):
+    """One LightGBM model per direction: a problem is ranked by its direction's alone, and a
+    file without that direction's model leaves the problem to the rule, saying so."""
+    prob = next(p for p in problems if p.problem.direction.name == "bwd_weight")
+    alone = selector.Model({"bwd_weight": model.texts["bwd_weight"]}, {"arch": "sm90"})
+    assert list(alone.predict(prob.problem, prob.configs, prob.device)) == pytest.approx(
+        list(model.predict(prob.problem, prob.configs, prob.device)))
+    path = str(tmp_path / "sm90.json")
+    selector.Model({"fwd": model.texts["fwd"]}, {"arch": "sm90"}).save(path)
+    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    assert cfg == kconfig.choose(prob.problem, SM90, True)
+    assert "sm90.json has no bwd_weight model" in source
 
 
 def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems, model, on_h100):
@@ -309,7 +331,7 @@ def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems
     from convgen.problem import make_problem
     path = str(tmp_path / "sm90.json")
     covered = sorted({selector.coverage(p.problem) for p in problems})
-    selector.Model(model.text, {"arch": "sm90", "coverage": covered}).save(path)
+    selector.Model(model.texts, {"arch": "sm90", "coverage": covered}).save(path)
     assert "f16 channels-last" in covered and not any("first" in c for c in covered)
     nchw = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=4, g=1, c_total=64,
                         k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1),
