@@ -20,7 +20,8 @@ import shutil
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from convgen import REPO_ROOT as REPO
+
 LIT_CFG = os.path.join(REPO, "lit.cfg.py")
 CONFIG_NAMES = ("lit.site.cfg.py", "lit.cfg.py", "lit.local.cfg")
 

@@ -33,13 +33,13 @@ import os
 import time
 from collections import defaultdict
 
+from convgen import REPO_ROOT
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
 
 SCHEMA_NAME = "convgen-selector"
 SCHEMA_VERSION = 2   # 2: one LightGBM model per direction ("models"), not one ("model")
-MODELS_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                           "tuning", "models"))
+MODELS_DIR = os.path.join(REPO_ROOT, "tuning", "models")
 
 # LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our data 31
 # leaves and 300 trees did as well as 63 and 400 (docs/config-selection.md) in a third of the file.

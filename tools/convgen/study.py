@@ -27,6 +27,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from convgen import REPO_ROOT
 from convgen.errors import ConvgenError
 
 # name: (lo, hi, both_signs, label). The study's r0, r1, r4, r5; "away" is the range it
@@ -49,8 +50,7 @@ EMULATION_RANGES = ("r0",)   # where the study looked at them
 METRICS = (("max_epsilon_diff", "maxEpsilonDiff"), ("max_abs_diff", "maxAbsDiff"),
            ("max_rel_diff", "maxRelDiff"), ("max_rel_diff_old", "maxRelDiff_old"),
            ("rms", "RMS"))
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_TESTS = os.path.join(REPO, "study", "fp16", "tests.tsv")
+DEFAULT_TESTS = os.path.join(REPO_ROOT, "study", "fp16", "tests.tsv")
 # --small: these tests, shrunk (shrink()), in the interpreter in minutes
 # (the stem, backward-data, a 3x3 channels-last backward-weight, a grouped forward)
 SMALL_TESTS = ("padding_kernel_gemmK_CHECK_RESNET50_F16_CONFIG1",
@@ -450,7 +450,7 @@ def read_study(folder: str, run_name: str = "fair_1") -> list[dict]:
 
 # ---- the command ----------------------------------------------------------------------------
 
-RESULTS_DIR = os.path.join(REPO, "docs", "data", "fp16-study")
+RESULTS_DIR = os.path.join(REPO_ROOT, "docs", "data", "fp16-study")
 
 
 def main(v: dict) -> int:

@@ -21,6 +21,7 @@ import math
 import os
 import statistics
 
+from convgen import REPO_ROOT
 from convgen.errors import ConvgenError
 from convgen.study import METRICS, RANGES
 
@@ -554,14 +555,14 @@ def main(v: dict) -> int:
 
     from convgen import study
     data_dir = v.get("data_dir", study.RESULTS_DIR)
-    doc = v.get("doc", os.path.join(study.REPO, "docs", "fp16-study.md"))
+    doc = v.get("doc", os.path.join(REPO_ROOT, "docs", "fp16-study.md"))
     if doc:
         read_doc(doc)   # a page that cannot be filled stops the run before any file is written
     results = v.get("results") or sorted(p for p in glob.glob(os.path.join(study.RESULTS_DIR, "*.jsonl"))
                                          if not p.endswith("-small.jsonl"))
     ours = study.read_results(results)
     study_rows = study.read_study(v["study_results"]) if "study_results" in v else None
-    pub_path = os.path.join(study.REPO, "study", "fp16", "published.json")
+    pub_path = os.path.join(REPO_ROOT, "study", "fp16", "published.json")
     if v.get("write_published"):
         _write(pub_path, json.dumps(published(study_rows), indent=1, sort_keys=True) + "\n")
         print(f"convgen study-report: wrote {pub_path}")

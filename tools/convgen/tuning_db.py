@@ -27,6 +27,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass
 
+from convgen import REPO_ROOT
 from convgen.errors import ConvgenError
 
 SCHEMA_NAME = "convgen-tuning"
@@ -60,8 +61,7 @@ CREATE TABLE IF NOT EXISTS best (
 """
 
 
-DEFAULT_PATH = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                            "tuning", "tuning.sqlite"))
+DEFAULT_PATH = os.path.join(REPO_ROOT, "tuning", "tuning.sqlite")
 
 
 def resolve(given: str | None, writing: bool = False) -> str | None:
