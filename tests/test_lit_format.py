@@ -82,6 +82,20 @@ def test_each_run_gets_its_share_of_the_cores_and_gives_it_back(tmp_path):
     assert torch.get_num_threads() == before
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "99999999999999999999", "0", "abc", "4,2", ""])
+def test_an_odd_thread_count_leaves_the_worker_as_it_was(tmp_path, value):
+    """A value int() refuses, one too large for torch, or an OpenMP list: the run goes on
+    and the worker's environment, directory and thread count come back."""
+    import torch
+    before_env, before_cwd, before = dict(os.environ), os.getcwd(), torch.get_num_threads()
+    with lit_format._clean_state(_fake_test({"OMP_NUM_THREADS": value}), str(tmp_path)):
+        assert os.getcwd() == str(tmp_path)
+        if value == "4,2":
+            assert torch.get_num_threads() == 4
+    assert dict(os.environ) == before_env and os.getcwd() == before_cwd
+    assert torch.get_num_threads() == before
+
+
 def test_the_suite_gives_each_test_a_share_of_the_cores(tmp_path):
     """lit.cfg.py sets OMP_NUM_THREADS (cores / tests at once, at least 1) unless the user
     did; the user's value wins."""

@@ -325,6 +325,25 @@ def test_each_direction_has_its_own_model_and_a_missing_one_keeps_the_rule(tmp_p
     assert "sm90.json has no bwd_weight model" in source
 
 
+def test_a_direction_no_training_fold_holds_is_the_rules_in_cross_validation(problems):
+    """Folds group by shape, not direction: a held-out fold can hold a direction's only
+    shapes. Its problems then take the rule, as a run with that model would."""
+    fwd = [p for p in problems if p.problem.direction.name == "fwd"]
+    shape = next(p.shape for p in problems if p.problem.direction.name == "bwd_data")
+    lone = [p for p in problems if p.problem.direction.name == "bwd_data" and p.shape == shape]
+    result = selector.evaluate(fwd + lone, folds=3, trees=20)
+    rows = [r for r in result["per_problem"] if r["problem"].startswith("bwd_data")]
+    assert rows and all(r["model"] == r["rule"] for r in rows)
+
+
+def test_a_warm_start_keeps_the_directions_the_new_data_lacks(problems, model):
+    fwd = [p for p in problems if p.problem.direction.name == "fwd"]
+    boosters = selector.train(fwd, 20, warm_start=model)
+    assert set(boosters) == set(selector.DIRECTIONS)
+    assert boosters["bwd_weight"].model_to_string() == model.texts["bwd_weight"]
+    assert boosters["fwd"].num_trees() > 0
+
+
 def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems, model, on_h100):
     """Trained on channels-last f16/bf16 only: an NCHW or fp8 problem is the rule's."""
     from convgen import dtypes

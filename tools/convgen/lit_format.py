@@ -359,10 +359,11 @@ def _clean_state(test, execdir):
             _TORCH_SEED = torch.initial_seed()
         torch.manual_seed(_TORCH_SEED)
     saved_threads = torch.get_num_threads() if torch is not None else None
-    threads = os.environ.get("OMP_NUM_THREADS", "")
-    if torch is not None and threads.isdigit() and int(threads) > 0:
-        torch.set_num_threads(int(threads))   # the test's share of the cores (lit.cfg.py)
     try:
+        # the test's share of the cores (lit.cfg.py); an OpenMP list's first level counts
+        threads = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+        if torch is not None and threads.isdecimal() and 0 < len(threads) < 5 and int(threads) > 0:
+            torch.set_num_threads(int(threads))
         with warnings.catch_warnings():
             yield
     finally:

@@ -342,11 +342,13 @@ def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None
     boosters = {}
     for direction in DIRECTIONS:
         mine = [p for p in problems if p.problem.direction.name == direction]
+        old = warm_start.texts.get(direction) if warm_start else None
         if not mine:
+            if old:   # no new data for it: the warm start's model stays as it was
+                boosters[direction] = lgb.Booster(model_str=old)
             continue
         x, y = _matrix(mine)
         data = lgb.Dataset(x, y, feature_name=list(FEATURE_NAMES), free_raw_data=True)
-        old = warm_start.texts.get(direction) if warm_start else None
         init = lgb.Booster(model_str=old) if old else None
         boosters[direction] = lgb.train(TRAIN_PARAMS, data, num_boost_round=WARM_TREES if init else trees,
                                         init_model=init, keep_training_booster=False)
@@ -600,24 +602,27 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
         single = _single_best(train_set)
         keep_rule = rule_families(_cross_validate(train_set, folds - 1, trees, False)[0]) if inner else []
         for prob in test_set:
-            t0 = time.perf_counter()
-            allowed = short_chains(prob.problem, prob.configs)
-            pred = model.predict(prob.problem, [prob.configs[i] for i in allowed], prob.device)
-            chosen = allowed[int(pred.argmax())]
-            predicted = float(pred.max())
-            select_s.append(time.perf_counter() - t0)
             backend = _backend_for(prob.device.arch)
             rule = kconfig.default_config(prob.problem, backend, True).describe()
             texts = [c.describe() for c in prob.configs]
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
+            t0 = time.perf_counter()
+            if prob.problem.direction.name in model.texts:
+                allowed = short_chains(prob.problem, prob.configs)
+                pred = model.predict(prob.problem, [prob.configs[i] for i in allowed], prob.device)
+                chosen, predicted = allowed[int(pred.argmax())], float(pred.max())
+                select_s.append(time.perf_counter() - t0)
+            else:
+                # the training shapes held no problem of this direction: a run takes the rule
+                chosen, predicted = (texts.index(rule) if rule in texts else None), None
             one = single.get(prob.problem.direction.name)
             single_eff = prob.tflops[texts.index(one)] / prob.best if one in texts else 0.0
             fams = families(prob)
-            model_eff = prob.tflops[chosen] / prob.best
+            model_eff = prob.tflops[chosen] / prob.best if chosen is not None else None
             ruled = bool(set(fams) & set(keep_rule)) and rule_eff is not None
             per_problem.append({
                 "problem": prob.problem.describe(), "fold": f, "families": fams,
-                "best_tflops": prob.best, "chosen": texts[chosen],
+                "best_tflops": prob.best, "chosen": texts[chosen] if chosen is not None else None,
                 "predicted_tflops": predicted, "model": model_eff,
                 "rule": rule_eff, "single": single_eff,
                 "selector": rule_eff if ruled else model_eff, "rule_families": keep_rule})
