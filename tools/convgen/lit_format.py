@@ -362,7 +362,7 @@ def _clean_state(test, execdir):
     try:
         # the test's share of the cores (lit.cfg.py); an OpenMP list's first level counts
         threads = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-        if torch is not None and threads.isdecimal() and 0 < len(threads) < 5 and int(threads) > 0:
+        if torch is not None and threads.isdecimal() and len(threads) < 5 and int(threads) > 0:
             torch.set_num_threads(int(threads))
         with warnings.catch_warnings():
             yield

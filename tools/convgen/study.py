@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from convgen import REPO_ROOT
 from convgen.errors import ConvgenError
+from convgen.report import json_number
 
 # name: (lo, hi, both_signs, label). The study's r0, r1, r4, r5; "away" is the range it
 # recommends, |x| in [1, 3] with either sign.
@@ -190,7 +191,6 @@ def _config(base, case: Case, seed: int):
 
 def _record(case: Case, verdict, seconds: float, device: str, arch: str) -> dict:
     from convgen import tolerance
-    from convgen.report import json_number as _num
     th: tolerance.Resolved = verdict.thresholds
     hist = {name: list(h.counts) for name, h in verdict.histograms.items()}
     return {
@@ -198,10 +198,10 @@ def _record(case: Case, verdict, seconds: float, device: str, arch: str) -> dict
         "path": case.path, "validator": case.validator, "range": case.range,
         "emulation": case.emulation, "device_flush": case.device_flush,
         "n": verdict.n, "exact": verdict.exact_count,
-        "metrics": {m: _num(verdict.metrics[m]) for m, _ in METRICS},
+        "metrics": {m: json_number(verdict.metrics[m]) for m, _ in METRICS},
         "bits": list(verdict.bits), "out_of_tolerance": verdict.out_of_tolerance,
         "overflow": verdict.ref_inf_count + verdict.bad_inf_count > 0,
-        "thresholds": {"rms": _num(th.rms), "abs": _num(th.abs)},
+        "thresholds": {"rms": json_number(th.rms), "abs": json_number(th.abs)},
         "histograms": hist,
         "worst_eps": _worst(verdict, "max_epsilon_diff"),
         "worst_rel_old": _worst(verdict, "max_rel_diff_old"),
@@ -210,9 +210,8 @@ def _record(case: Case, verdict, seconds: float, device: str, arch: str) -> dict
 
 
 def _worst(verdict, metric: str):
-    from convgen.report import json_number as _num
     w = verdict.worst.get(metric)
-    return None if w is None else {"val": _num(w.val), "kern": _num(w.kern)}
+    return None if w is None else {"val": json_number(w.val), "kern": json_number(w.kern)}
 
 
 def done_keys(path: str) -> set:
