@@ -61,6 +61,40 @@ def test_strided_1x1_reads_a_strided_view(direction, stride):
     _check(p, out, ref)
 
 
+# fwd with a stride reads one descriptor over every phase view: strides 2 and 3, one axis
+# only, dilation, asymmetric padding (negative coordinates in a phase), sizes that fill no
+# box, channel blocks smaller than C
+FWD_PHASE_CASES = {
+    "3x3-s2": dict(n=3, c_total=32, k_total=40, hi=10, wi=6, y=3, x=3, stride=(2, 2),
+                   pad=(1, 1, 1, 1)),
+    "5x3-s3x2-dilated": dict(n=2, c_total=16, k_total=24, hi=12, wi=14, y=5, x=3, stride=(3, 2),
+                             dilation=(1, 2), pad=(2, 0, 1, 3)),
+    "2x4-s1x2": dict(n=1, c_total=48, k_total=16, hi=7, wi=12, y=2, x=4, stride=(1, 2),
+                     pad=(0, 1, 2, 1)),
+    "1x1-s2-padded": dict(n=2, c_total=16, k_total=16, hi=6, wi=8, y=1, x=1, stride=(2, 2),
+                          pad=(1, 0, 0, 1)),
+}
+
+
+@pytest.mark.parametrize("case", list(FWD_PHASE_CASES))
+def test_strided_fwd_reads_one_phase_view(case):
+    p = _problem("fwd", "bf16" if "s3" in case else "f16", **FWD_PHASE_CASES[case])
+    assert config.tma_unsupported(p) is None and config.phase_fwd(p)
+    out, ref = _run(p, True, {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16},
+                    seed=len(case))
+    _check(p, out, ref)
+
+
+def test_strided_fwd_channel_blocks_divide_the_channels():
+    p = _problem("fwd", n=256, c_total=48, k_total=64, hi=28, wi=28, y=3, x=3, stride=(2, 2),
+                 pad=(1, 1, 1, 1))
+    # a 64-channel block would run into the next phase's channels: 16 divides 48
+    assert config.choose(p, SM90, True).block_k == 16
+    assert all(48 % c.block_k == 0 for c in config.space(p, SM90) if c.tma)
+    with pytest.raises(ConvgenError, match="block_k=32: a strided fwd .* divide c=48"):
+        config.choose(p, SM90, True, {"tma": 1, "block_k": 32})
+
+
 # strides taken as phase views (bwd_data, bwd_weight): odd extents (phases of unequal size), padding that puts a
 # phase's first tap past the filter's edge, a strided 1x1 bwd_data (its other phases are
 # zeros), a stride on one axis only
@@ -106,7 +140,10 @@ def test_descriptor_kernels_random_geometries(seed):
 
 
 @pytest.mark.parametrize("change,reason", [
-    (dict(stride=(2, 1)), "stride 2x1: fwd takes pixel boxes at stride 1 or an unpadded"),
+    (dict(stride=(2, 1), hi=9), "stride 2x1 on a 9x8 input: fwd's phase view needs rows"),
+    (dict(stride=(2, 2), c_total=24), "stride 2x2 with c=24: fwd's phase view needs channels"),
+    (dict(stride=(2, 2), layouts={"input": "nhcw", "filter": "kyxc", "output": "nhwk"}),
+     "stride 2x2 with input layout nhgcw: fwd's phase view needs each row"),
     (dict(stride=(3, 1), direction="bwd_data"), "stride 3x1: phase views take strides up to 2"),
     (dict(stride=(2, 2), dilation=(1, 2), direction="bwd_weight"), "stride 2x2 with dilation 1x2"),
     (dict(stride=(2, 2), hi=1, y=1, direction="bwd_data"),

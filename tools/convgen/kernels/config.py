@@ -101,13 +101,21 @@ def tma_unsupported(p, use_dot: bool = True) -> str | None:
         # the other strides take one phase view of the input (gradient) per remainder
         stride = f"stride {p.stride_h}x{p.stride_w}"
         if p.direction.name == "fwd":
-            return (f"{stride}: fwd takes pixel boxes at stride 1 or an unpadded strided 1x1 "
-                    "filter only (its phase-view loops miscompiled on sm90, docs/traps.md)")
-        if max(p.stride_h, p.stride_w) > 2:
+            # one descriptor over every phase (tma._phase_descriptor)
+            if p.hi % p.stride_h or p.wi % p.stride_w:
+                return (f"{stride} on a {p.hi}x{p.wi} input: fwd's phase view needs rows and "
+                        "columns that are multiples of the stride")
+            if p.c % 16:
+                return (f"{stride} with c={p.c}: fwd's phase view needs channels in blocks of "
+                        "16 that divide C")
+            if not p.layouts["input"].replace("g", "").endswith("wc"):
+                return (f"{stride} with input layout {p.layouts['input']}: fwd's phase view "
+                        "needs each row's pixels and channels adjacent (...wc)")
+        elif max(p.stride_h, p.stride_w) > 2:
             return f"{stride}: phase views take strides up to 2 (four descriptors)"
-        if (p.dil_h, p.dil_w) != (1, 1):
+        elif (p.dil_h, p.dil_w) != (1, 1):
             return f"{stride} with dilation {p.dil_h}x{p.dil_w}: phase views need dilation 1"
-        if p.hi < p.stride_h or p.wi < p.stride_w:
+        elif p.hi < p.stride_h or p.wi < p.stride_w:
             return f"{stride} on a {p.hi}x{p.wi} input: a phase view would be empty"
     if p.g != 1:
         return f"{p.g} groups: one group only"
@@ -129,6 +137,18 @@ def strided_view(p) -> bool:
     return ((p.stride_h, p.stride_w) != (1, 1) and (p.y, p.x) == (1, 1)
             and not any((p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r))
             and p.direction.name != "bwd_data")
+
+
+def phase_fwd(p) -> bool:
+    """A strided fwd on the descriptor kernels reads one phase view per tap
+    (tma._phase_descriptor), whose channel blocks must divide C."""
+    return p.direction.name == "fwd" and (p.stride_h, p.stride_w) != (1, 1) and not strided_view(p)
+
+
+def _channel_block(p, want: int) -> int:
+    """want, or for a strided fwd on the descriptor kernels the largest power of two up to
+    it that divides C (phase_fwd)."""
+    return min(want, p.c & -p.c) if phase_fwd(p) else want
 
 
 def tma_refused(problem, backend: Backend, use_dot: bool = True) -> str | None:
@@ -215,6 +235,10 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
         why = tma_refused(problem, backend, use_dot)
         if why:
             raise _bad(f"tma=1: {why}")
+        if phase_fwd(problem) and problem.c % cfg.block_k:
+            raise _bad(f"block_k={cfg.block_k}: a strided fwd on the descriptor kernels takes "
+                       f"channel blocks that divide c={problem.c} (each phase's channels are "
+                       "one run of its view)")
         if problem.direction.splits_reduction:
             parts = min(cfg.split, pixel_boxes(problem, cfg.block_k))
             if parts * problem.k * problem.gemm[1] > MAX_WORKSPACE:
@@ -309,8 +333,8 @@ def _tma_default(problem: ConvProblem) -> KernelConfig:
         return KernelConfig(block_m=bm, block_n=bn, block_k=box, num_warps=4, num_stages=stages,
                             split=_tma_split(problem, bm, bn, box), tma=1)
     bn = 128 if problem.direction.tile_n(problem) >= 128 else _narrow(problem.direction.tile_n(problem))
-    return KernelConfig(block_m=128, block_n=bn, block_k=64, num_warps=8 if bn == 128 else 4,
-                        num_stages=4, tma=1)
+    return KernelConfig(block_m=128, block_n=bn, block_k=_channel_block(problem, 64),
+                        num_warps=8 if bn == 128 else 4, num_stages=4, tma=1)
 
 
 def _narrow(n: int, bn: int = 64) -> int:
@@ -454,7 +478,11 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             bn = _narrow(problem.c, bn)
             for box in (64, 128):
                 auto = _tma_split(problem, bm, bn, box)
-                for split in sorted({max(1, auto // 2), auto, min(MAX_SPLIT, auto * 2)}):
+                # four times the rule's parts too: where a few tiles fill most of a wave
+                # (3x3 512->512 on 7x7 images: 144 tiles, 132 SMs) the rule's 2 parts leave
+                # the last wave nearly empty, and 4 was the fastest measured there
+                for split in sorted({max(1, auto // 2), auto, min(MAX_SPLIT, auto * 2),
+                                     min(MAX_SPLIT, auto * 4)}):
                     for warps in (4, 8):
                         out.append(_vary(base, block_m=bm, block_n=bn, block_k=box, num_warps=warps,
                                          num_stages=4 if box == 64 else 3, split=split, tma=1))
@@ -465,7 +493,8 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             continue
         bn = _narrow(n, bn)
         for stages in (3, 4):
-            out.append(_vary(base, block_m=bm, block_n=bn, block_k=64, num_stages=stages,
+            out.append(_vary(base, block_m=bm, block_n=bn, block_k=_channel_block(problem, 64),
+                             num_stages=stages,
                              num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
     return out
 

@@ -10,9 +10,12 @@ load of the input (or output gradient) and one of the filter, through tensor des
 In bwd_data and bwd_weight a stride of 2 takes the input (gradient) as up to four phase
 views, the pixels whose row and column leave remainders (a, b) by the stride: each filter
 tap reads (bwd_weight) or each program writes (bwd_data) whole boxes of one phase, and
-each phase has its own taps. (fwd would sum over four phases in one program: four
-pipelined loops in a row, which Triton 3.6 compiled into wrong results on the H100 for
-128-row tiles, though the interpreter agreed; docs/traps.md.) So:
+each phase has its own taps. fwd with a stride takes one descriptor over all phases at
+once, (n, i, a, j, b*C + c) for input row SH*i + a and column SW*j + b, so each tap's
+pixels are one box of it and the loop stays one loop over (tap, channel block). (Four
+phase descriptors summed in four pipelined loops in a row compiled into wrong results on
+the H100 with Triton 3.6 for 128-row tiles, though the interpreter agreed; docs/traps.md.)
+So:
 
   * the copy engine (TMA on Hopper) moves whole boxes into shared memory asynchronously,
     so the loop has no address arithmetic, no masks and no per-row gather;
@@ -92,8 +95,10 @@ def conv_fwd_tma_kernel(
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+    SH: tl.constexpr = 1, SW: tl.constexpr = 1,
 ):
-    # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k)
+    # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k); with a stride, x is the phase
+    # view (n, i, a, j, b*C + c) of input row SH*i + a and column SW*j + b
     # GEMM rows M: a box of output pixels; columns N: output channels k0..
     n0, ho0, wo0, k0 = _output_tile(N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -101,7 +106,15 @@ def conv_fwd_tma_kernel(
     for r in range(0, Y * X * CB):
         # GEMM reduction R: (tap, channel block); the tap shifts the input box
         fy, fx, c0 = _tap_block(r, CB, X, BLOCK_K)
-        a = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_M, BLOCK_K)
+        if SH * SW == 1:
+            a = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_M, BLOCK_K)
+        else:
+            # output row ho reads input row SH*ho + fy*DH - PH = SH*(ho + di) + pa: one phase
+            # (pa, pb) per tap, and the box shifted by (di, dj) in it (an exact division)
+            pa = (fy * DH - PH + SH * PH) % SH
+            pb = (fx * DW - PW + SW * PW) % SW
+            a = x_desc.load([n0, ho0 + (fy * DH - PH - pa) // SH, pa,
+                             wo0 + (fx * DW - PW - pb) // SW, pb * C + c0]).reshape(BLOCK_M, BLOCK_K)
         b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
         acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
@@ -285,6 +298,28 @@ def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), s
     return TensorDescriptor(v, list(v.shape), strides, block)
 
 
+def _phase_descriptor(t, letters: str, block: list, step: tuple):
+    """fwd's strided input as one descriptor over (n, i, a, j, b*C + c), input row SH*i + a
+    and column SW*j + b: a tap's pixels are one box of one phase (a, b), and the columns'
+    phase joins the channels (a row of SW*C is contiguous). Needs rows and columns that
+    are multiples of the stride and channel blocks that divide C (tma_unsupported)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    v = launch.one_group(t, letters, "nhwc")
+    n, h, w, c = v.shape
+    sn, sh, sw, sc = v.stride()
+    if sc != 1 or (sw != c and w > 1) or v.data_ptr() % 16:
+        raise ConvgenError("a strided input for the descriptor kernels must hold its channels "
+                           "densely inside each row, 16-byte aligned", field="perf_config")
+    sh_, sw_ = step
+    shape = [n, h // sh_, sh_, w // sw_, sw_ * c]
+    strides = [sn, sh * sh_, sh, sw_ * c, 1]
+    # a size-1 dimension's stride addresses nothing; keep it a multiple of 16 bytes
+    size = v.element_size()
+    strides = [s if d > 1 or s * size % 16 == 0 else 16 // size
+               for d, s in zip(shape[:-1], strides[:-1])] + [1]
+    return TensorDescriptor(v, shape, strides, block)
+
+
 def bwd_weight_parts(p, cfg) -> tuple[int, int]:
     """(parts, boxes per part) of bwd_weight's reduction over output-pixel boxes."""
     boxes = pixel_boxes(p, cfg.block_k)
@@ -319,7 +354,9 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     strides = {"SH": step[0], "SW": step[1]} if phased else {}
     if name == "fwd":
         bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_m)
-        runtime = dict(**inputs([bi, bh, bw, cfg.block_k]),
+        x_desc = (_phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_k], step) if phased
+                  else _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step))
+        runtime = dict(x_desc=x_desc,
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]),
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_n]),
                        C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l)
