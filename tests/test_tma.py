@@ -95,6 +95,46 @@ def test_strided_fwd_channel_blocks_divide_the_channels():
         config.choose(p, SM90, True, {"tma": 1, "block_k": 32})
 
 
+@pytest.mark.parametrize("direction,case", [
+    ("fwd", "3x3"), ("fwd", "1x1"), ("bwd_data", "5x3-dilated"), ("bwd_data", "1x1"),
+    ("fwd", "3x3-s2")])
+def test_persistent_programs_walk_every_tile(direction, case):
+    # the interpreter's persistent launch has 3 programs: each loops over several tiles,
+    # and the last tiles (fewer than the programs) leave some programs idle
+    kw = FWD_PHASE_CASES[case] if case.endswith("s2") else CASES[case]
+    p = _problem(direction, "f16", **kw)
+    cfg = {"tma": 1, "persistent": 1, "block_m": 16, "block_n": 16, "block_k": 16}
+    assert config.choose(p, SM90, True, cfg).persistent == 1
+    out, ref = _run(p, True, cfg, seed=11)
+    _check(p, out, ref)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(direction="bwd_weight"), "persistent=1: bwd_weight splits its reduction"),
+    (dict(direction="bwd_data", stride=(2, 2)), "persistent=1: bwd_data with a stride"),
+    (dict(tma=None), "persistent=1 applies to the descriptor kernels"),
+    (dict(persistent=2), "persistent=2 must be 0 or 1"),
+])
+def test_persistent_refusals(change, reason):
+    kw = dict(n=2, c_total=16, k_total=16, hi=8, wi=8, y=3, x=3, pad=(1, 1, 1, 1))
+    direction = change.pop("direction", "fwd")
+    kw.update({k: v for k, v in change.items() if k == "stride"})
+    perf = {"tma": 1, "persistent": 1, **{k: v for k, v in change.items() if k != "stride"}}
+    with pytest.raises(ConvgenError, match=reason):
+        config.choose(_problem(direction, **kw), SM90, True, perf)
+
+
+def test_persistent_configs_in_the_space_where_they_run():
+    fwd = _problem("fwd", n=256, c_total=256, k_total=1024, hi=14, wi=14, y=1, x=1)
+    space = config.space(fwd, SM90)
+    assert {(c.block_m, c.block_n, c.num_stages) for c in space if c.persistent} == {
+        (128, 128, 3), (128, 128, 4), (128, 256, 3)}
+    for d, stride in (("bwd_weight", (1, 1)), ("bwd_data", (2, 2))):
+        p = _problem(d, n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, stride=stride,
+                     pad=(1, 1, 1, 1))
+        assert not any(c.persistent for c in config.space(p, SM90))
+
+
 # strides taken as phase views (bwd_data, bwd_weight): odd extents (phases of unequal size), padding that puts a
 # phase's first tap past the filter's edge, a strided 1x1 bwd_data (its other phases are
 # zeros), a stride on one axis only

@@ -90,6 +90,7 @@ FEATURES = (
     ("split", "bwd_weight: reduction parts"),
     ("tma", "1: tensor-descriptor kernels"),
     ("s2d", "0, 1 or 2: how the stride is folded into channels (kernels/s2d.py)"),
+    ("persistent", "1: one program per SM looping over the tiles"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
     ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
@@ -98,8 +99,8 @@ FEATURES = (
     ("fill_n", "the same along N"),
     ("fill_k", "the same along the reduction walk (a tap's channels, or bwd_weight's pixels)"),
     ("fill_mn", "fill_m * fill_n"),
-    ("programs", "programs launched (tiles x parts x groups)"),
-    ("waves", "programs per unit (SM or CU)"),
+    ("programs", "programs launched (tiles x parts x groups; persistent: at most one per unit)"),
+    ("waves", "tiles (x parts x groups) per unit (SM or CU)"),
     ("wave_fill", "fraction of the last wave's units that have work"),
     ("part_length", "reduction length of one split part"),
     ("tile_intensity", "flops per byte loaded by one reduction step of one tile"),
@@ -182,10 +183,11 @@ def config_features(p, cfg, dev: Device) -> list[float]:
         steps = taps * _cdiv(walk, bk)
         part = r
     tiles_m = _cdiv(m, bm)
-    programs = tiles_m * tiles_n * split * q.g
+    work = tiles_m * tiles_n * split * q.g     # tiles, each a program unless persistent
     units = dev.units or 1
-    waves = programs / units
-    wave_fill = programs / (math.ceil(waves) * units)
+    programs = min(work, units) if cfg.persistent else work
+    waves = work / units
+    wave_fill = work / (math.ceil(waves) * units)
     fill_m, fill_n, fill_k = _fill(m, bm), _fill(n_extent, bn), _fill(walk, bk)
     elem = p.dtype.bits / 8
     tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
@@ -193,8 +195,8 @@ def config_features(p, cfg, dev: Device) -> list[float]:
     parts = _parts(q, cfg)
     launches, extra = _side_launches(p, q, cfg, parts)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
-            tiles_m, tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves,
-            wave_fill, part, tile_intensity, smem_kb, parts, 1 + launches, extra / 1e6,
+            int(bool(cfg.persistent)), tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
+            fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts, 1 + launches, extra / 1e6,
             math.log2(p.flops / (1 + launches)), dev.units, dev.arch_number]
 
 

@@ -12,6 +12,9 @@ A configuration's fields:
     tma                         1: the tensor-descriptor kernels (kernels/tma.py: boxes of
                                 whole pixels copied by TMA on sm90+), where tma_unsupported is None;
                                 bwd_weight's block_k is then its box of output pixels
+    persistent                  1: fwd and stride-1 bwd_data on the descriptor kernels as
+                                one program per SM, each looping over tiles, so a tile's
+                                loads overlap the previous tile's store (tma=1 only)
     s2d                         1: a strided problem run as a stride-1 one on the stride folded
                                 into the channels (kernels/s2d.py); 2: the filter's columns
                                 folded in too (fwd, bwd_weight). The other fields then
@@ -56,6 +59,7 @@ class KernelConfig:
     max_num_imprecise_acc: int | None = None
     tma: int | None = None
     s2d: int | None = None
+    persistent: int | None = None
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -137,6 +141,13 @@ def strided_view(p) -> bool:
     return ((p.stride_h, p.stride_w) != (1, 1) and (p.y, p.x) == (1, 1)
             and not any((p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r))
             and p.direction.name != "bwd_data")
+
+
+def persistent_fits(p) -> bool:
+    """The directions with a persistent descriptor kernel: fwd, and bwd_data whose grid is
+    one tile per program (stride 1)."""
+    return (p.direction.name == "fwd"
+            or (p.direction.name == "bwd_data" and (p.stride_h, p.stride_w) == (1, 1)))
 
 
 def phase_fwd(p) -> bool:
@@ -231,6 +242,14 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
         raise _bad("max_num_imprecise_acc applies to fp8 types only")
     if cfg.tma not in (None, 0, 1):
         raise _bad(f"tma={cfg.tma} must be 0 or 1")
+    if cfg.persistent not in (None, 0, 1):
+        raise _bad(f"persistent={cfg.persistent} must be 0 or 1")
+    if cfg.persistent and not cfg.tma:
+        raise _bad("persistent=1 applies to the descriptor kernels (tma=1) only")
+    if cfg.persistent and not persistent_fits(problem):
+        raise _bad(f"persistent=1: {problem.direction.name} "
+                   + ("splits its reduction over programs" if problem.direction.splits_reduction
+                      else "with a stride writes one phase view per grid row"))
     if cfg.tma:
         why = tma_refused(problem, backend, use_dot)
         if why:
@@ -439,7 +458,7 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                         continue
                     cfg = _vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                                 num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
-                                tma=None, s2d=None)
+                                tma=None, s2d=None, persistent=None)
                     add(cfg)
     if not tma_refused(problem, backend):
         for cfg in _tma_space(problem, base):
@@ -488,14 +507,26 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                                          num_stages=4 if box == 64 else 3, split=split, tma=1))
         return out
     n = problem.direction.tile_n(problem)
+    bk = _channel_block(problem, 64)
     for bm, bn in SPACE_MN:
         if bn > max(64, _next_pow2(n)):
             continue
         bn = _narrow(n, bn)
-        for stages in (3, 4):
-            out.append(_vary(base, block_m=bm, block_n=bn, block_k=_channel_block(problem, 64),
-                             num_stages=stages,
+        # 2 stages: less shared memory, two programs on an SM (on the H100 the fastest for
+        # 1x1 and 3x3 64->64 on 56x56 images)
+        for stages in (2, 3, 4):
+            out.append(_vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                              num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
+    if persistent_fits(problem):
+        # persistent programs won on 1x1 filters (H100, ResNet-50: 128x256 tiles, 3 stages,
+        # up to 1.3x the best above); 128-column tiles for narrow outputs. Four stages of
+        # 128x256 need 240 KB of shared memory, more than an H100 has
+        for bn in (128, 256):
+            if bn > max(128, _next_pow2(n)):
+                continue
+            for stages in ((3, 4) if bn == 128 else (3,)):
+                out.append(_vary(base, block_m=128, block_n=_narrow(n, bn), block_k=bk,
+                                 num_stages=stages, num_warps=8, split=1, tma=1, persistent=1))
     return out
 
 

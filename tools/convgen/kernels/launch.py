@@ -58,6 +58,24 @@ def one_group(t, letters: str, dims: str):
     return v.permute(*(rest.index(d) for d in dims))
 
 
+# programs of a persistent launch where the device cannot say: the interpreter (a few, so
+# each program loops over several tiles) and cross-compiles on meta tensors (an H100's SMs)
+_UNITS_ELSEWHERE = {"cpu": 3, "meta": 132}
+
+
+@functools.cache
+def _cuda_units(index: int) -> int:
+    import torch
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def units(device) -> int:
+    """SMs (CUs on ROCm) of a tensor's device: a persistent launch runs one program on each."""
+    if device.type == "cuda":
+        return _cuda_units(device.index if device.index is not None else 0)
+    return _UNITS_ELSEWHERE.get(device.type, 132)
+
+
 def geometry(p: ConvProblem, *names: str) -> dict:
     return {name: getattr(p, _GEOMETRY[name]) for name in names}
 

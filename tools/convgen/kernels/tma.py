@@ -54,12 +54,26 @@ def _output_tile(N, H, W, COLS, BI: tl.constexpr, BH: tl.constexpr, BW: tl.const
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """This program's C tile, in GROUP_M order: its box of pixels (first image, row and
     column of an N x H x W grid) and its first column of COLS."""
+    return _tile_at(tl.program_id(0), N, H, W, COLS, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+
+
+@triton.jit
+def _tile_at(t, N, H, W, COLS, BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """C tile number t, in GROUP_M order: (first image, row, column, first column of COLS)."""
     th = tl.cdiv(H, BH)
     tw = tl.cdiv(W, BW)
     boxes = tl.cdiv(N, BI) * th * tw
-    pid_m, pid_n = tile_ids(tl.program_id(0), boxes * BLOCK_M, COLS, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_ids(t, boxes * BLOCK_M, COLS, BLOCK_M, BLOCK_N, GROUP_M)
     n0, h0, w0 = _box(pid_m, th, tw, BI, BH, BW)
     return n0, h0, w0, pid_n * BLOCK_N
+
+
+@triton.jit
+def _tile_count(N, H, W, COLS, BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                BLOCK_N: tl.constexpr):
+    """C tiles of an N x H x W grid of pixels (boxes) by COLS columns."""
+    return tl.cdiv(N, BI) * tl.cdiv(H, BH) * tl.cdiv(W, BW) * tl.cdiv(COLS, BLOCK_N)
 
 
 @triton.jit
@@ -88,19 +102,13 @@ def _phase_tap_block(r, NB, tx, fy0, fx0, SH: tl.constexpr, SW: tl.constexpr, BL
 
 
 @triton.jit
-def conv_fwd_tma_kernel(
-    x_desc, w_desc, y_desc, C, K, N, HO, WO, PH, PW,
-    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
-    SH: tl.constexpr = 1, SW: tl.constexpr = 1,
-):
-    # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k); with a stride, x is the phase
-    # view (n, i, a, j, b*C + c) of input row SH*i + a and column SW*j + b
-    # GEMM rows M: a box of output pixels; columns N: output channels k0..
-    n0, ho0, wo0, k0 = _output_tile(N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+def _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW,
+              Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+              USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+              DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              SH: tl.constexpr, SW: tl.constexpr):
+    """fwd's C tile of output pixels from (n0, ho0, wo0), output channels from k0."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     CB = tl.cdiv(C, BLOCK_K)
     for r in range(0, Y * X * CB):
@@ -117,7 +125,63 @@ def conv_fwd_tma_kernel(
                              wo0 + (fx * DW - PW - pb) // SW, pb * C + c0]).reshape(BLOCK_M, BLOCK_K)
         b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
         acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-    y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+    return acc
+
+
+@triton.jit
+def conv_fwd_tma_kernel(
+    x_desc, w_desc, y_desc, C, K, N, HO, WO, PH, PW,
+    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+    SH: tl.constexpr = 1, SW: tl.constexpr = 1, NUM_SMS: tl.constexpr = 0,
+):
+    # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k); with a stride, x is the phase
+    # view (n, i, a, j, b*C + c) of input row SH*i + a and column SW*j + b
+    if NUM_SMS == 0:
+        # GEMM rows M: a box of output pixels; columns N: output channels k0..
+        n0, ho0, wo0, k0 = _output_tile(N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, Y, X, DH, DW, USE_DOT,
+                        INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N,
+                        BLOCK_K, SH, SW)
+        y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+    else:
+        # persistent: NUM_SMS programs walk the tiles; the flattened loop lets the pipeline
+        # load the next tile's first steps while this tile's result is stored (short
+        # reductions, 1x1 filters, spend much of a tile there). The store's tile is counted
+        # apart (t_out), as in Triton's persistent matmul, so no value spans both ends
+        t_out = tl.program_id(0) - NUM_SMS
+        tiles = _tile_count(N, HO, WO, K, BI, BH, BW, BLOCK_N)
+        for t in tl.range(tl.program_id(0), tiles, NUM_SMS, flatten=True):
+            # GEMM rows M: tile t's box of output pixels; columns N: output channels k0..
+            n0, ho0, wo0, k0 = _tile_at(t, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+            acc = _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, Y, X, DH, DW, USE_DOT,
+                            INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N,
+                            BLOCK_K, SH, SW)
+            t_out += NUM_SMS
+            n1, h1, w1, k1 = _tile_at(t_out, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+            y_desc.store([n1, h1, w1, k1], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+
+
+@triton.jit
+def _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, K, PH, PW,
+                   Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                   USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                   DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Stride-1 bwd_data's C tile of input pixels from (n0, h0, w0), input channels from c0."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    KB = tl.cdiv(K, BLOCK_K)
+    for r in range(0, Y * X * KB):
+        # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
+        # takes input pixel h from is h + PH - fy*DH (stride 1)
+        fy, fx, k0 = _tap_block(r, KB, X, BLOCK_K)
+        a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
+        b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
+        acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    return acc
 
 
 @triton.jit
@@ -129,21 +193,29 @@ def conv_bwd_data_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     x_desc1=None, x_desc2=None, x_desc3=None, SH: tl.constexpr = 1, SW: tl.constexpr = 1,
+    NUM_SMS: tl.constexpr = 0,
 ):
     # y (output gradient): (n, ho, wo, k), w: (k, y, x, c), x (input gradient): (n, h, w, c)
-    if SH * SW == 1:
+    if SH * SW == 1 and NUM_SMS == 0:
         # GEMM rows M: a box of input pixels; columns N: input channels c0..
         n0, h0, w0, c0 = _output_tile(N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        KB = tl.cdiv(K, BLOCK_K)
-        for r in range(0, Y * X * KB):
-            # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
-            # takes input pixel h from is h + PH - fy*DH (stride 1)
-            fy, fx, k0 = _tap_block(r, KB, X, BLOCK_K)
-            a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
-            b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
-            acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+        acc = _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, K, PH, PW, Y, X, DH, DW, USE_DOT,
+                             INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N,
+                             BLOCK_K)
         x_desc.store([n0, h0, w0, c0], acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+    elif SH * SW == 1:
+        # persistent, as in conv_fwd_tma_kernel
+        t_out = tl.program_id(0) - NUM_SMS
+        tiles = _tile_count(N, HI, WI, C, BI, BH, BW, BLOCK_N)
+        for t in tl.range(tl.program_id(0), tiles, NUM_SMS, flatten=True):
+            # GEMM rows M: tile t's box of input pixels; columns N: input channels c0..
+            n0, h0, w0, c0 = _tile_at(t, N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+            acc = _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, K, PH, PW, Y, X, DH, DW, USE_DOT,
+                                 INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M,
+                                 BLOCK_N, BLOCK_K)
+            t_out += NUM_SMS
+            n1, h1, w1, c1 = _tile_at(t_out, N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+            x_desc.store([n1, h1, w1, c1], acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
     else:
         # GEMM rows M: a box of pixels of phase view ph (grid axis 1), rows SH*i + pa and
         # columns SW*j + pb of the input gradient; columns N: input channels c0..
@@ -320,6 +392,15 @@ def _phase_descriptor(t, letters: str, block: list, step: tuple):
     return TensorDescriptor(v, shape, strides, block)
 
 
+def _persistent(grid: tuple, cfg, out) -> tuple[tuple, dict]:
+    """(grid, constexprs) of a launch: one program per tile, or with cfg.persistent one per
+    SM (at most one per tile), the SM count a constexpr of the kernel (NUM_SMS)."""
+    if not cfg.persistent:
+        return grid, {}
+    sms = launch.units(out.device)
+    return (min(sms, grid[0]),), {"NUM_SMS": sms}
+
+
 def bwd_weight_parts(p, cfg) -> tuple[int, int]:
     """(parts, boxes per part) of bwd_weight's reduction over output-pixel boxes."""
     boxes = pixel_boxes(p, cfg.block_k)
@@ -361,8 +442,9 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_n]),
                        C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l)
         grid = (cdiv(p.n, bi) * cdiv(p.ho, bh) * cdiv(p.wo, bw) * cdiv(p.k, cfg.block_n),)
+        grid, persist = _persistent(grid, cfg, out)
         return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime,
-                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides})
+                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
     if name == "bwd_data":
         # tiles of the input gradient's pixels (of each phase view: grid axis 1)
         rows, cols = cdiv(p.hi, step[0]), cdiv(p.wi, step[1])
@@ -374,8 +456,9 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         grid = (cdiv(p.n, bi) * cdiv(rows, bh) * cdiv(cols, bw) * cdiv(p.c, cfg.block_n),)
         if phased:
             grid += (step[0] * step[1],)
+        grid, persist = _persistent(grid, cfg, out)
         return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
-                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides})
+                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
     # bwd_weight: block_k is the reduction's box of output pixels
     bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_k)
     split, per = bwd_weight_parts(p, cfg)
