@@ -127,8 +127,9 @@ def test_persistent_refusals(change, reason):
 def test_persistent_configs_in_the_space_where_they_run():
     fwd = _problem("fwd", n=256, c_total=256, k_total=1024, hi=14, wi=14, y=1, x=1)
     space = config.space(fwd, SM90)
-    assert {(c.block_m, c.block_n, c.num_stages) for c in space if c.persistent} == {
-        (128, 128, 3), (128, 128, 4), (128, 256, 3)}
+    assert {(c.block_m, c.block_n, c.block_k, c.num_stages) for c in space if c.persistent} == {
+        (128, 128, 64, 3), (128, 128, 64, 4), (128, 256, 64, 3), (128, 128, 128, 2),
+        (128, 128, 128, 3)}
     for d, stride in (("bwd_weight", (1, 1)), ("bwd_data", (2, 2))):
         p = _problem(d, n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, stride=stride,
                      pad=(1, 1, 1, 1))
@@ -376,7 +377,11 @@ def test_flushing_the_kernels_inputs_keeps_their_memory():
     from convgen import driver
     buf = torch.full((2 + 64 * 32,), float("nan"), dtype=torch.float16)
     t = buf[2:].view(64, 1, 1, 32).permute(0, 3, 1, 2)   # a kyxc filter inside NaN margins
-    t.copy_(torch.randn(64, 32, 1, 1))
+    # normal values only: a draw of randn is subnormal in fp16 (|x| < 6.1e-5) one time in
+    # ten over 2048 values, and the flush would rightly zero it (this test failed so)
+    g = torch.Generator().manual_seed(7)
+    mag = torch.rand(64, 32, 1, 1, generator=g) + 0.5
+    t.copy_(torch.where(torch.rand(64, 32, 1, 1, generator=g) < 0.5, -mag, mag))
     t[0, 0, 0, 0], t[1, 2, 0, 0] = 1e-6, -3e-7           # fp16 subnormals
     f = driver._flush_subnormals(t, elem_type("f16"))
     assert f.stride() == t.stride() and f.storage_offset() == t.storage_offset()

@@ -517,6 +517,18 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
         for stages in (2, 3, 4):
             out.append(_vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                              num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
+    if problem.direction.tile_k(problem) >= 256 and _channel_block(problem, 128) == 128:
+        # 128-channel steps for long reductions: half the loop trips and wgmma waits (the
+        # 1x1 layers of 1024 and 2048 channels trailed cuDNN by 0.71-0.79x with 64)
+        for bm, bn, stages in ((128, 128, 2), (128, 128, 3), (128, 64, 3), (128, 64, 4),
+                               (64, 128, 3), (64, 128, 4)):
+            if bn > max(64, _next_pow2(n)):
+                continue
+            out.append(_vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=128,
+                             num_stages=stages, num_warps=8 if bm * bn >= 128 * 128 else 4,
+                             split=1, tma=1))
+            if persistent_fits(problem) and (bm, bn) == (128, 128):
+                out.append(_vary(out[-1], persistent=1))
     if persistent_fits(problem):
         # persistent programs won on 1x1 filters (H100, ResNet-50: 128x256 tiles, 3 stages,
         # up to 1.3x the best above); 128-column tiles for narrow outputs. Four stages of
