@@ -98,13 +98,15 @@ def test_strided_fwd_channel_blocks_divide_the_channels():
 @pytest.mark.parametrize("direction,case", [
     ("fwd", "3x3"), ("fwd", "1x1"), ("bwd_data", "5x3-dilated"), ("bwd_data", "1x1"),
     ("fwd", "3x3-s2")])
-def test_persistent_programs_walk_every_tile(direction, case):
+@pytest.mark.parametrize("halves", [1, 2])
+def test_persistent_programs_walk_every_tile(direction, case, halves):
     # the interpreter's persistent launch has 3 programs: each loops over several tiles,
     # and the last tiles (fewer than the programs) leave some programs idle
     kw = FWD_PHASE_CASES[case] if case.endswith("s2") else CASES[case]
     p = _problem(direction, "f16", **kw)
-    cfg = {"tma": 1, "persistent": 1, "block_m": 16, "block_n": 16, "block_k": 16}
-    assert config.choose(p, SM90, True, cfg).persistent == 1
+    # halves = 2: each tile stored as two 8-channel halves of its 16 columns
+    cfg = {"tma": 1, "persistent": halves, "block_m": 16, "block_n": 16, "block_k": 16}
+    assert config.choose(p, SM90, True, cfg).persistent == halves
     out, ref = _run(p, True, cfg, seed=11)
     _check(p, out, ref)
 
@@ -113,7 +115,7 @@ def test_persistent_programs_walk_every_tile(direction, case):
     (dict(direction="bwd_weight"), "persistent=1: bwd_weight splits its reduction"),
     (dict(direction="bwd_data", stride=(2, 2)), "persistent=1: bwd_data with a stride"),
     (dict(tma=None), "persistent=1 applies to the descriptor kernels"),
-    (dict(persistent=2), "persistent=2 must be 0 or 1"),
+    (dict(persistent=3), "persistent=3 must be 0, 1 or 2"),
 ])
 def test_persistent_refusals(change, reason):
     kw = dict(n=2, c_total=16, k_total=16, hi=8, wi=8, y=3, x=3, pad=(1, 1, 1, 1))
@@ -127,9 +129,10 @@ def test_persistent_refusals(change, reason):
 def test_persistent_configs_in_the_space_where_they_run():
     fwd = _problem("fwd", n=256, c_total=256, k_total=1024, hi=14, wi=14, y=1, x=1)
     space = config.space(fwd, SM90)
-    assert {(c.block_m, c.block_n, c.block_k, c.num_stages) for c in space if c.persistent} == {
-        (128, 128, 64, 3), (128, 128, 64, 4), (128, 256, 64, 3), (128, 128, 128, 2),
-        (128, 128, 128, 3)}
+    assert {(c.block_m, c.block_n, c.block_k, c.num_stages, c.persistent) for c in space
+            if c.persistent} == {
+        (128, 128, 64, 3, 1), (128, 128, 64, 4, 1), (128, 128, 64, 4, 2), (128, 256, 64, 3, 1),
+        (128, 256, 64, 4, 2), (128, 128, 128, 2, 1), (128, 128, 128, 3, 1)}
     for d, stride in (("bwd_weight", (1, 1)), ("bwd_data", (2, 2))):
         p = _problem(d, n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, stride=stride,
                      pad=(1, 1, 1, 1))

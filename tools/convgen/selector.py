@@ -90,7 +90,8 @@ FEATURES = (
     ("split", "bwd_weight: reduction parts"),
     ("tma", "1: tensor-descriptor kernels"),
     ("s2d", "0, 1 or 2: how the stride is folded into channels (kernels/s2d.py)"),
-    ("persistent", "1: one program per SM looping over the tiles"),
+    ("persistent", "1: one program per SM looping over the tiles; 2: the same, each tile "
+                   "stored in two halves"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
     ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
@@ -195,7 +196,7 @@ def config_features(p, cfg, dev: Device) -> list[float]:
     parts = _parts(q, cfg)
     launches, extra = _side_launches(p, q, cfg, parts)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
-            int(bool(cfg.persistent)), tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
+            cfg.persistent or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
             fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts, 1 + launches, extra / 1e6,
             math.log2(p.flops / (1 + launches)), dev.units, dev.arch_number]
 

@@ -102,6 +102,20 @@ def _phase_tap_block(r, NB, tx, fy0, fx0, SH: tl.constexpr, SW: tl.constexpr, BL
 
 
 @triton.jit
+def _store_tile(desc, acc, n0, h0, w0, c0, BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HALVES: tl.constexpr):
+    """A persistent kernel's C tile into its box (first image, row, column, channel): whole,
+    or (HALVES = 2) as two halves of its columns, whose store needs half the shared memory
+    (room for a fourth pipeline stage of 128x256 tiles on an H100)."""
+    if HALVES == 1:
+        desc.store([n0, h0, w0, c0], acc.to(desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+    else:
+        lo, hi = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+        desc.store([n0, h0, w0, c0], lo.to(desc.dtype).reshape(BI, BH, BW, BLOCK_N // 2))
+        desc.store([n0, h0, w0, c0 + BLOCK_N // 2], hi.to(desc.dtype).reshape(BI, BH, BW, BLOCK_N // 2))
+
+
+@triton.jit
 def _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW,
               Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
               USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
@@ -137,6 +151,7 @@ def conv_fwd_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     SH: tl.constexpr = 1, SW: tl.constexpr = 1, NUM_SMS: tl.constexpr = 0,
+    HALVES: tl.constexpr = 1,
 ):
     # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k); with a stride, x is the phase
     # view (n, i, a, j, b*C + c) of input row SH*i + a and column SW*j + b
@@ -162,7 +177,7 @@ def conv_fwd_tma_kernel(
                             BLOCK_K, SH, SW)
             t_out += NUM_SMS
             n1, h1, w1, k1 = _tile_at(t_out, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
-            y_desc.store([n1, h1, w1, k1], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+            _store_tile(y_desc, acc, n1, h1, w1, k1, BI, BH, BW, BLOCK_M, BLOCK_N, HALVES)
 
 
 @triton.jit
@@ -193,7 +208,7 @@ def conv_bwd_data_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     x_desc1=None, x_desc2=None, x_desc3=None, SH: tl.constexpr = 1, SW: tl.constexpr = 1,
-    NUM_SMS: tl.constexpr = 0,
+    NUM_SMS: tl.constexpr = 0, HALVES: tl.constexpr = 1,
 ):
     # y (output gradient): (n, ho, wo, k), w: (k, y, x, c), x (input gradient): (n, h, w, c)
     if SH * SW == 1 and NUM_SMS == 0:
@@ -215,7 +230,7 @@ def conv_bwd_data_tma_kernel(
                                  BLOCK_N, BLOCK_K)
             t_out += NUM_SMS
             n1, h1, w1, c1 = _tile_at(t_out, N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
-            x_desc.store([n1, h1, w1, c1], acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+            _store_tile(x_desc, acc, n1, h1, w1, c1, BI, BH, BW, BLOCK_M, BLOCK_N, HALVES)
     else:
         # GEMM rows M: a box of pixels of phase view ph (grid axis 1), rows SH*i + pa and
         # columns SW*j + pb of the input gradient; columns N: input channels c0..
@@ -392,13 +407,19 @@ def _phase_descriptor(t, letters: str, block: list, step: tuple):
     return TensorDescriptor(v, shape, strides, block)
 
 
+def _store_cols(cfg) -> int:
+    """Columns of the output box one store writes: half a tile's with persistent=2."""
+    return cfg.block_n // 2 if cfg.persistent == 2 else cfg.block_n
+
+
 def _persistent(grid: tuple, cfg, out) -> tuple[tuple, dict]:
     """(grid, constexprs) of a launch: one program per tile, or with cfg.persistent one per
-    SM (at most one per tile), the SM count a constexpr of the kernel (NUM_SMS)."""
+    SM (at most one per tile), the SM count a constexpr of the kernel (NUM_SMS); persistent=2
+    stores each tile in two halves of its columns (HALVES)."""
     if not cfg.persistent:
         return grid, {}
     sms = launch.units(out.device)
-    return (min(sms, grid[0]),), {"NUM_SMS": sms}
+    return (min(sms, grid[0]),), {"NUM_SMS": sms, "HALVES": cfg.persistent}
 
 
 def bwd_weight_parts(p, cfg) -> tuple[int, int]:
@@ -439,7 +460,7 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                   else _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step))
         runtime = dict(x_desc=x_desc,
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]),
-                       y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_n]),
+                       y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)]),
                        C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l)
         grid = (cdiv(p.n, bi) * cdiv(p.ho, bh) * cdiv(p.wo, bw) * cdiv(p.k, cfg.block_n),)
         grid, persist = _persistent(grid, cfg, out)
@@ -451,7 +472,7 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         bi, bh, bw = pixel_box(p.n, rows, cols, cfg.block_m)
         runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k]),
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
-                       **inputs([bi, bh, bw, cfg.block_n]),
+                       **inputs([bi, bh, bw, _store_cols(cfg)]),
                        C=p.c, K=p.k, N=p.n, HI=p.hi, WI=p.wi, PH=p.pad_h_l, PW=p.pad_w_l)
         grid = (cdiv(p.n, bi) * cdiv(rows, bh) * cdiv(cols, bw) * cdiv(p.c, cfg.block_n),)
         if phased:
