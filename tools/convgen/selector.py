@@ -197,8 +197,9 @@ def config_features(p, cfg, dev: Device) -> list[float]:
     launches, extra = _side_launches(p, q, cfg, parts)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
-            fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts, 1 + launches, extra / 1e6,
-            math.log2(p.flops / (1 + launches)), dev.units, dev.arch_number]
+            fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts,
+            1 + launches, extra / 1e6, math.log2(p.flops / (1 + launches)), dev.units,
+            dev.arch_number]
 
 
 def _parts(q, cfg) -> int:

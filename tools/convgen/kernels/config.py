@@ -526,11 +526,11 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                                (64, 128, 3), (64, 128, 4)):
             if bn > max(64, _next_pow2(n)):
                 continue
-            out.append(_vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=128,
-                             num_stages=stages, num_warps=8 if bm * bn >= 128 * 128 else 4,
-                             split=1, tma=1))
+            cfg = _vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=128, num_stages=stages,
+                        num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1)
+            out.append(cfg)
             if persistent_fits(problem) and (bm, bn) == (128, 128):
-                out.append(_vary(out[-1], persistent=1))
+                out.append(_vary(cfg, persistent=1))
     if persistent_fits(problem):
         # persistent programs won on 1x1 filters (H100, ResNet-50: 128x256 tiles, 3 stages,
         # up to 1.3x the best above); 128-column tiles for narrow outputs. Four stages of
@@ -538,12 +538,12 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
         for bn in (128, 256):
             if bn > max(128, _next_pow2(n)):
                 continue
-            for stages in ((3, 4) if bn == 128 else (3,)):
-                out.append(_vary(base, block_m=128, block_n=_narrow(n, bn), block_k=bk,
-                                 num_stages=stages, num_warps=8, split=1, tma=1, persistent=1))
+            whole = _vary(base, block_m=128, block_n=_narrow(n, bn), block_k=bk, num_warps=8,
+                          split=1, tma=1, persistent=1)
+            out += [_vary(whole, num_stages=s) for s in ((3, 4) if bn == 128 else (3,))]
             # the store in two halves leaves room for a fourth stage (H100: 128x256 1x1
             # 512->256 28x28 fwd 0.138 -> 0.124 ms, 256->512 s2 0.154 -> 0.140 ms)
-            out.append(_vary(out[-1], num_stages=4, persistent=2))
+            out.append(_vary(whole, num_stages=4, persistent=2))
     return out
 
 

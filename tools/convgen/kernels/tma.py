@@ -371,18 +371,23 @@ def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), s
     """A descriptor over logical view t (letters) with its dims in the order `dims`; `step`
     keeps every step-th row and column from row and column `start` (a strided 1x1
     filter's input: the pixels it reads; a phase view)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
     v = launch.one_group(t, letters, dims)[:, start[0]::step[0], start[1]::step[1]]
     if v.data_ptr() % 16:
         raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
                            field="perf_config")
-    # a size-1 dimension's stride addresses nothing, but torch may give it any value and a
-    # descriptor wants every outer stride a multiple of 16 bytes (a stride that already is
-    # one stays, so every launch that ran before runs as it did)
+    return _tensor_descriptor(v, list(v.shape), list(v.stride()), block)
+
+
+def _tensor_descriptor(v, shape: list, strides: list, block: list):
+    """A descriptor over tensor v's memory as `shape` / `strides`. A size-1 dimension's
+    stride addresses nothing, but torch may give it any value and a descriptor wants every
+    outer stride a multiple of 16 bytes: such a stride becomes 16 bytes (a stride that
+    already is a multiple stays, so every launch that ran before runs as it did)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
     size = v.element_size()
-    strides = [s if n > 1 or i == v.dim() - 1 or s * size % 16 == 0 else 16 // size
-               for i, (n, s) in enumerate(zip(v.shape, v.stride()))]
-    return TensorDescriptor(v, list(v.shape), strides, block)
+    outer = [s if d > 1 or s * size % 16 == 0 else 16 // size
+             for d, s in zip(shape[:-1], strides[:-1])]
+    return TensorDescriptor(v, shape, outer + strides[-1:], block)
 
 
 def _phase_descriptor(t, letters: str, block: list, step: tuple):
@@ -390,7 +395,6 @@ def _phase_descriptor(t, letters: str, block: list, step: tuple):
     and column SW*j + b: a tap's pixels are one box of one phase (a, b), and the columns'
     phase joins the channels (a row of SW*C is contiguous). Needs rows and columns that
     are multiples of the stride and channel blocks that divide C (tma_unsupported)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
     v = launch.one_group(t, letters, "nhwc")
     n, h, w, c = v.shape
     sn, sh, sw, sc = v.stride()
@@ -398,13 +402,8 @@ def _phase_descriptor(t, letters: str, block: list, step: tuple):
         raise ConvgenError("a strided input for the descriptor kernels must hold its channels "
                            "densely inside each row, 16-byte aligned", field="perf_config")
     sh_, sw_ = step
-    shape = [n, h // sh_, sh_, w // sw_, sw_ * c]
-    strides = [sn, sh * sh_, sh, sw_ * c, 1]
-    # a size-1 dimension's stride addresses nothing; keep it a multiple of 16 bytes
-    size = v.element_size()
-    strides = [s if d > 1 or s * size % 16 == 0 else 16 // size
-               for d, s in zip(shape[:-1], strides[:-1])] + [1]
-    return TensorDescriptor(v, shape, strides, block)
+    return _tensor_descriptor(v, [n, h // sh_, sh_, w // sw_, sw_ * c],
+                              [sn, sh * sh_, sh, sw_ * c, 1], block)
 
 
 def _store_cols(cfg) -> int:
