@@ -47,6 +47,33 @@ def test_descriptor_kernels_match_float64(direction, dtype, case):
     _check(p, out, ref)
 
 
+@pytest.mark.parametrize("pixels", ["nhw", "hwn"])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_1x1_stride_1_takes_its_pixels_as_one_run(direction, pixels):
+    # n*h*w = 3*5*7 = 105 pixels: boxes of 32 consecutive ones, the last partial, crossing
+    # rows and images; pixels stored h, w, n apart (hwnc) keep boxes of the image grid
+    from convgen.inputs import empty_output, make_inputs
+    from convgen.kernels import tma
+    from convgen.options import DataSpec
+    layouts = {"input": pixels + "c", "filter": "kyxc", "output": pixels + "k"}
+    p = make_problem(direction=direction, dtype=elem_type("f16"), g=1, n=3, c_total=24,
+                     k_total=40, hi=5, wi=7, y=1, x=1, layouts=layouts)
+    assert config.tma_unsupported(p) is None
+    assert config.flat_pixels(p) == (pixels == "nhw")
+    perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 32}
+    if direction == "bwd_weight":
+        perf["split"] = 2
+    cfg = config.choose(p, SM90, True, perf)
+    spec = tma.launch_spec(p, make_inputs(p, DataSpec(seed=1), "cpu"), empty_output(p, "cpu"), cfg, {})
+    box = (spec.constexprs["BI"], spec.constexprs["BH"], spec.constexprs["BW"])
+    assert box == ((32, 1, 1) if pixels == "nhw" else config.pixel_box(3, 5, 7, 32))
+    assert spec.runtime["N"] == (105 if pixels == "nhw" else 3)
+    if direction == "bwd_weight":   # the parts the config rule counts are the launch's
+        assert spec.grid[2] == tma.bwd_weight_parts(p, cfg)[0] == 2
+    out, ref = _run(p, True, perf, seed=7)
+    _check(p, out, ref)
+
+
 @pytest.mark.parametrize("stride", [(2, 2), (3, 2)])
 @pytest.mark.parametrize("direction", ["fwd", "bwd_weight"])
 def test_strided_1x1_reads_a_strided_view(direction, stride):
@@ -148,6 +175,9 @@ PHASE_CASES = {
     "3x2-s2x1": dict(n=1, c_total=24, k_total=16, hi=8, wi=11, y=3, x=2, stride=(2, 1),
                      pad=(0, 2, 1, 0)),
     "1x1-s2": dict(n=3, c_total=16, k_total=16, hi=7, wi=6, y=1, x=1, stride=(2, 2)),
+    "1x1-s2x1": dict(n=2, c_total=16, k_total=16, hi=5, wi=3, y=1, x=1, stride=(2, 1)),
+    "1x1-s2-padded": dict(n=2, c_total=16, k_total=16, hi=7, wi=7, y=1, x=1, stride=(2, 2),
+                          pad=(1, 1, 0, 0)),
     "5x4-s1x2": dict(n=2, c_total=16, k_total=32, hi=10, wi=9, y=5, x=4, stride=(1, 2),
                      pad=(2, 1, 0, 3)),
 }

@@ -194,7 +194,7 @@ def triton_failure(e: BaseException) -> str | None:
 def kernel_digest(direction) -> str:
     """A short digest of the source a direction's kernels are built from (its module, the
     shared pieces in kernels/common.py, the descriptor kernels in kernels/tma.py and their
-    box shapes, config.pixel_box, the folded problems of kernels/s2d.py): the
+    box shapes and pixel grids in config.py, the folded problems of kernels/s2d.py): the
     tuning database keys times on it, so a kernel change never selects a config timed on
     the old code."""
     from convgen.kernels import common, config, s2d, tma
@@ -204,6 +204,6 @@ def kernel_digest(direction) -> str:
         with open(path, "rb") as f:
             h.update(f.read())
     # the descriptor kernels' box shapes are chosen in config.py, with the rest of the rule
-    for fn in (config.pixel_box, config.pixel_boxes):
+    for fn in (config.pixel_box, config.pixel_boxes, config.flat_pixels, config.pixel_grid):
         h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]

@@ -36,7 +36,7 @@ import triton.language as tl
 
 from convgen.errors import ConvgenError
 from convgen.kernels import launch
-from convgen.kernels.config import cdiv, pixel_box, pixel_boxes, strided_view
+from convgen.kernels.config import cdiv, flat_pixels, pixel_box, pixel_boxes, pixel_grid, strided_view
 from convgen.kernels.common import mac, tile_ids
 
 SUM_BLOCK = 1024
@@ -367,11 +367,15 @@ def split_sum_kernel(ws_ptr, w_ptr, K, C, sw_k, sw_c, sw_y, sw_x,
              mask=ok)
 
 
-def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), start: tuple = (0, 0)):
+def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), start: tuple = (0, 0),
+                flat: bool = False):
     """A descriptor over logical view t (letters) with its dims in the order `dims`; `step`
     keeps every step-th row and column from row and column `start` (a strided 1x1
-    filter's input: the pixels it reads; a phase view)."""
+    filter's input: the pixels it reads; a phase view); `flat` takes its pixels as one run
+    of n*h*w (config.flat_pixels, whose layouts make that a view)."""
     v = launch.one_group(t, letters, dims)[:, start[0]::step[0], start[1]::step[1]]
+    if flat:
+        v = v.view(-1, 1, 1, v.shape[-1])
     if v.data_ptr() % 16:
         raise ConvgenError("a tensor for the descriptor kernels is not 16-byte aligned",
                            field="perf_config")
@@ -442,11 +446,14 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     step = (p.stride_h, p.stride_w)
     phased = step != (1, 1) and not strided_view(p)
     name = p.direction.name
+    flat = flat_pixels(p)
+    # the output's pixels as the boxes tile them (bwd_data's input has the same when flat)
+    n, ho, wo = pixel_grid(p)
 
     def inputs(box):
         """x_desc, or x_desc .. x_desc3: the phase views (slots past the last unused)."""
         if not phased:
-            return {"x_desc": _descriptor(x, "nhwc", L["input"], box, step)}
+            return {"x_desc": _descriptor(x, "nhwc", L["input"], box, step, flat=flat)}
         views = [_descriptor(x, "nhwc", L["input"], box, step, (a, b))
                  for a in range(step[0]) for b in range(step[1])]
         views += views[:1] * (4 - len(views))
@@ -454,42 +461,45 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
 
     strides = {"SH": step[0], "SW": step[1]} if phased else {}
     if name == "fwd":
-        bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_m)
+        bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
         x_desc = (_phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_k], step) if phased
-                  else _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step))
+                  else _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step, flat=flat))
         runtime = dict(x_desc=x_desc,
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]),
-                       y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)]),
-                       C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l)
-        grid = (cdiv(p.n, bi) * cdiv(p.ho, bh) * cdiv(p.wo, bw) * cdiv(p.k, cfg.block_n),)
+                       y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
+                                          flat=flat),
+                       C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
+        grid = (cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n),)
         grid, persist = _persistent(grid, cfg, out)
         return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime,
                                  {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
     if name == "bwd_data":
         # tiles of the input gradient's pixels (of each phase view: grid axis 1)
-        rows, cols = cdiv(p.hi, step[0]), cdiv(p.wi, step[1])
-        bi, bh, bw = pixel_box(p.n, rows, cols, cfg.block_m)
-        runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k]),
+        images, rows, cols = (n, ho, wo) if flat else (p.n, cdiv(p.hi, step[0]), cdiv(p.wi, step[1]))
+        bi, bh, bw = pixel_box(images, rows, cols, cfg.block_m)
+        runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k],
+                                          flat=flat),
                        w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
                        **inputs([bi, bh, bw, _store_cols(cfg)]),
-                       C=p.c, K=p.k, N=p.n, HI=p.hi, WI=p.wi, PH=p.pad_h_l, PW=p.pad_w_l)
-        grid = (cdiv(p.n, bi) * cdiv(rows, bh) * cdiv(cols, bw) * cdiv(p.c, cfg.block_n),)
+                       C=p.c, K=p.k, N=images, HI=rows if flat else p.hi, WI=cols if flat else p.wi,
+                       PH=p.pad_h_l, PW=p.pad_w_l)
+        grid = (cdiv(images, bi) * cdiv(rows, bh) * cdiv(cols, bw) * cdiv(p.c, cfg.block_n),)
         if phased:
             grid += (step[0] * step[1],)
         grid, persist = _persistent(grid, cfg, out)
         return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
                                  {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
     # bwd_weight: block_k is the reduction's box of output pixels
-    bi, bh, bw = pixel_box(p.n, p.ho, p.wo, cfg.block_k)
+    bi, bh, bw = pixel_box(n, ho, wo, cfg.block_k)
     split, per = bwd_weight_parts(p, cfg)
     ws = None
     if split > 1:
         ws = torch.empty((split * p.k * p.gemm[1],), dtype=torch.float32, device=out.device)
     sw = dict(zip(L["filter"], w.stride()))
-    runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m]),
+    runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m], flat=flat),
                    **inputs([bi, bh, bw, cfg.block_n]),
                    w_ptr=w, ws_ptr=w if ws is None else ws,
-                   C=p.c, K=p.k, N=p.n, HO=p.ho, WO=p.wo, PH=p.pad_h_l, PW=p.pad_w_l,
+                   C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l,
                    sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"], PER=per)
     constexprs = {**{k: v for k, v in geo.items() if k not in ("BLOCK_K", "GROUP_M")},
                   "SPLIT": split, "BI": bi, "BH": bh, "BW": bw, **strides}
