@@ -43,6 +43,38 @@ def _problem(layer, batch, direction):
                         pad=(pad,) * 4, layouts=LAYOUTS)
 
 
+def _stages(problems, be, path) -> dict:
+    """selector.choose's steps timed one by one (the same calls, in its order): the tuning
+    space built, its configs validated, long chains left out, features, LightGBM."""
+    import numpy as np
+    from convgen.kernels import config as kconfig
+    model = selector.load(path)
+    dev = selector.Device(be.arch, be.device_name())
+    spent = dict.fromkeys(("space", "validate", "short_chains", "features", "predict"), 0.0)
+    for p in problems:
+        t0 = time.perf_counter()
+        space = kconfig.space(p, be)
+        t1 = time.perf_counter()
+        ok = []
+        for cfg in space:
+            try:
+                kconfig.validate(cfg, p, be, True)
+            except ConvgenError:
+                continue
+            ok.append(cfg)
+        t2 = time.perf_counter()
+        ok = [ok[i] for i in selector.short_chains(p, ok)]
+        t3 = time.perf_counter()
+        x = np.asarray(selector.feature_rows(p, ok, dev), dtype=np.float64)
+        t4 = time.perf_counter()
+        model.booster(p.direction.name).predict(x)
+        t5 = time.perf_counter()
+        for k, a, b in (("space", t0, t1), ("validate", t1, t2), ("short_chains", t2, t3),
+                        ("features", t3, t4), ("predict", t4, t5)):
+            spent[k] += b - a
+    return {k: 1e3 * v / max(1, len(problems)) for k, v in spent.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json")
@@ -54,7 +86,7 @@ def main() -> int:
     t0 = time.perf_counter()
     selector.load(path)
     load_s = time.perf_counter() - t0
-    times, picked = [], 0
+    times, picked, problems = [], 0, []
     for layers in models.NETWORKS.values():
         for layer in layers:
             for batch in (1, 32, 256):
@@ -67,9 +99,14 @@ def main() -> int:
                     cfg, _, _ = selector.choose(p, be, path)
                     times.append(time.perf_counter() - t0)
                     picked += cfg is not None
+                    if cfg is not None:
+                        problems.append(p)
     print(f"load {1e3 * load_s:.1f} ms; choose: median {1e3 * statistics.median(times):.2f} ms, "
           f"max {1e3 * max(times):.2f} ms over {len(times)} problems ({picked} picked by the model)",
           flush=True)
+    stages = _stages(problems, be, path)
+    print("where choose's time goes (mean ms per problem the model picks for): "
+          + ", ".join(f"{k} {v:.3f}" for k, v in stages.items()), flush=True)
     checks = []
     for net, index, batch, direction in CHECKED:
         layer = models.NETWORKS[net][index]
@@ -91,6 +128,7 @@ def main() -> int:
                                       "load_ms": 1e3 * load_s,
                                       "choose_ms_median": 1e3 * statistics.median(times),
                                       "choose_ms_max": 1e3 * max(times), "problems": len(times),
+                                      "stages_ms": stages,
                                       "picked_by_model": picked, "checks": checks,
                                       "command": "python benchmarks/bench_selector.py"})
     return 0

@@ -165,23 +165,43 @@ def _kernel_problem(p, cfg):
     return s2d.inner_problem(p, cfg.s2d)
 
 
-def config_features(p, cfg, dev: Device) -> list[float]:
+class _KernelFacts:
+    """What the config features need of the problem a kernel runs (q: p, or its folded
+    problem for s2d), worked out once: a selection asks about ~50 configs of one problem
+    (the 1 ms budget of issue 15)."""
+
+    def __init__(self, p, q):
+        self.q = q
+        self.m, _, self.r = q.gemm
+        self.walk = q.direction.tile_k(q)   # what BLOCK_K steps over: a tap's channels, or pixels
+        self.n_extent = q.direction.tile_n(q)
+        self.splits = q.direction.splits_reduction
+        self.taps = 1 if blocks_span_taps(q) and q.direction.name == "fwd" else q.y * q.x
+        self.elem = p.dtype.bits / 8
+        self.flops = p.flops
+        self._parts: dict = {}
+
+    def parts(self, cfg) -> int:
+        key = (cfg.tma, cfg.block_k, cfg.split)
+        if key not in self._parts:
+            self._parts[key] = _parts(self.q, cfg)
+        return self._parts[key]
+
+
+def config_features(p, cfg, dev: Device, facts: _KernelFacts | None = None) -> list[float]:
     """The config's fields and how its tiles fit the problem the kernel runs (the folded
-    one for s2d)."""
-    q = _kernel_problem(p, cfg)
+    one for s2d); `facts`: that problem's, when the caller has them."""
+    f = facts or _KernelFacts(p, _kernel_problem(p, cfg))
+    q = f.q
     bm, bn, bk, split = cfg.block_m, cfg.block_n, cfg.block_k, cfg.split
-    m, _, r = q.gemm
-    walk = q.direction.tile_k(q)        # what BLOCK_K steps over: a tap's channels, or pixels
-    if q.direction.splits_reduction:
+    m, r, walk = f.m, f.r, f.walk
+    if f.splits:
         tiles_n = column_tiles(q, bn)
-        n_extent = q.direction.tile_n(q)
         steps = _cdiv(_cdiv(walk, split), bk)
         part = r / split
     else:
-        n_extent = q.direction.tile_n(q)
-        tiles_n = _cdiv(n_extent, bn)
-        taps = 1 if blocks_span_taps(q) and q.direction.name == "fwd" else q.y * q.x
-        steps = taps * _cdiv(walk, bk)
+        tiles_n = _cdiv(f.n_extent, bn)
+        steps = f.taps * _cdiv(walk, bk)
         part = r
     tiles_m = _cdiv(m, bm)
     work = tiles_m * tiles_n * split * q.g     # tiles, each a program unless persistent
@@ -189,17 +209,30 @@ def config_features(p, cfg, dev: Device) -> list[float]:
     programs = min(work, units) if cfg.persistent else work
     waves = work / units
     wave_fill = work / (math.ceil(waves) * units)
-    fill_m, fill_n, fill_k = _fill(m, bm), _fill(n_extent, bn), _fill(walk, bk)
-    elem = p.dtype.bits / 8
+    fill_m, fill_n, fill_k = _fill(m, bm), _fill(f.n_extent, bn), _fill(walk, bk)
+    elem = f.elem
     tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
     smem_kb = cfg.num_stages * (bm + bn) * bk * elem / 1024
-    parts = _parts(q, cfg)
+    parts = f.parts(cfg)
     launches, extra = _side_launches(p, q, cfg, parts)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
             fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts,
-            1 + launches, extra / 1e6, math.log2(p.flops / (1 + launches)), dev.units,
+            1 + launches, extra / 1e6, math.log2(f.flops / (1 + launches)), dev.units,
             dev.arch_number]
+
+
+def feature_rows(p, configs, dev: Device) -> list[list[float]]:
+    """features(p, cfg, dev) of each config, the problem's share worked out once."""
+    base = problem_features(p)
+    facts: dict = {}
+    rows = []
+    for cfg in configs:
+        f = facts.get(cfg.s2d)
+        if f is None:
+            f = facts[cfg.s2d] = _KernelFacts(p, _kernel_problem(p, cfg))
+        rows.append(base + config_features(p, cfg, dev, f))
+    return rows
 
 
 def _parts(q, cfg) -> int:
@@ -317,10 +350,8 @@ def _matrix(problems: list[Problem]):
     import numpy as np
     rows, target = [], []
     for prob in problems:
-        base = problem_features(prob.problem)
-        for cfg, t in zip(prob.configs, prob.tflops):
-            rows.append(base + config_features(prob.problem, cfg, prob.device))
-            target.append(math.log1p(t))
+        rows += feature_rows(prob.problem, prob.configs, prob.device)
+        target += [math.log1p(t) for t in prob.tflops]
     return np.asarray(rows, dtype=np.float64), np.asarray(target, dtype=np.float64)
 
 
@@ -436,8 +467,7 @@ class Model:
     def predict(self, p, configs, dev: Device):
         """Predicted TFLOPS of each config for problem p (its direction's model)."""
         import numpy as np
-        base = problem_features(p)
-        x = np.asarray([base + config_features(p, cfg, dev) for cfg in configs], dtype=np.float64)
+        x = np.asarray(feature_rows(p, configs, dev), dtype=np.float64)
         return np.expm1(self.booster(p.direction.name).predict(x))
 
 
