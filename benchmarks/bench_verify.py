@@ -4,9 +4,10 @@ Prints a table and writes JSON. Needs a GPU. Usage:
 
     python benchmarks/bench_verify.py [--elements 100000000] [--json out.json] [--cpu]
 
-Two cases: an fp16 pair (kernel output and reference both fp16, as convgen
-hands them over) and fp16 against a float64 reference (what `convgen compare`
-builds from .npy dumps). Bytes counted: both tensors, each read once. The time
+Three cases: an fp16 pair (kernel output and reference both fp16, as convgen
+hands them over), fp16 against a float64 reference (what `convgen compare`
+builds from .npy dumps), and an fp16 pair held in two memory orders (NCHW and
+NHWC: the strided path). Bytes counted: both tensors, each read once. The time
 is the whole verify() call (statistics, worst elements, thresholds, report); the
 "kernels" columns time the device work alone (verify_stats.device_totals: its three
 kernels and the one copy back). The copy bandwidth is a large device-to-device copy (read + write).
@@ -60,7 +61,14 @@ def main():
 
     rows = []
     consts = _Consts(1e-3, False, 10, -14).tensor("cuda")
-    for name, ref in (("fp16 vs fp16", ref16), ("fp16 vs float64", ref16.double())):
+    # a third pair in two memory orders (NCHW against channels-last NHWC, logical NCHW
+    # both): the kernels' strided path, whose sizes and strides are runtime integers
+    b = n // (64 * 56 * 56)
+    kern4 = kern[:b * 64 * 56 * 56].view(b, 64, 56, 56)
+    ref4 = ref16[:b * 64 * 56 * 56].view(b, 56, 56, 64).permute(0, 3, 1, 2)
+    for name, kern, ref in (("fp16 vs fp16", kern, ref16), ("fp16 vs float64", kern, ref16.double()),
+                            ("fp16, two orders", kern4, ref4)):
+        n = kern.numel()
         ms = _time(lambda: verify(kern, ref, torch.float16, th, acc))
         # the device work alone: the three kernels and the one copy back, no report
         stats_ms = _time(lambda: verify_stats.device_totals(kern, ref, consts, is_int=False,
