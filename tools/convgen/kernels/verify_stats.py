@@ -227,12 +227,11 @@ def _store_fields(col, progs, w, j0: tl.constexpr):
     tl.store(col + (j0 + 2) * progs, tl.sum((w >> (2 * _FIELD_C)) & mask, axis=0).to(tl.float64))
 
 
-# The pair's sizes and strides change with every problem, and Triton compiles a kernel for
-# each pattern of them that are 1 or multiples of 16: on the GPU PR set these three kernels
-# were 276 of its 555 compiles. They index the strided path's gathers, which no alignment
-# makes wider (benchmarks/bench_verify.py, before and after). finish_kernel's program count
-# stays specialized: its column loads are masked by it, and only a count known to be a
-# multiple of 16 lets them load whole vectors (unspecialized, the H100 took 3x as long).
+# The pair's sizes and strides (and finish_kernel's program count) change with every
+# problem, and Triton compiles a kernel for each pattern of them that are 1 or multiples of
+# 16: on the GPU PR set these three kernels were 276 of its 555 compiles, 52 without. The
+# kernels' code is the same either way (the sizes and strides index the strided path's
+# gathers, which no alignment widens); the launches cost more host time (docs/suite-speed.md).
 SHAPE_ARGS = ("S1", "S2", "S3", "S4", "K0", "K1", "K2", "K3", "K4", "R0", "R1", "R2", "R3", "R4")
 
 
@@ -309,7 +308,7 @@ def _column_sum(part_ptr, c, progs, RBLOCK: tl.constexpr):
     return tl.sum(acc, axis=0)
 
 
-@triton.jit(do_not_specialize=SHAPE_ARGS)
+@triton.jit(do_not_specialize=("progs",) + SHAPE_ARGS)
 def finish_kernel(kern_ptr, ref_ptr, c_ptr, part_ptr, out_ptr, progs, n,
                   S1, S2, S3, S4, K0, K1, K2, K3, K4, R0, R1, R2, R3, R4,
                   LAYOUT: tl.constexpr, IDX64: tl.constexpr, IS_INT: tl.constexpr,
