@@ -24,6 +24,10 @@ CASES = {
                            pad=(2, 0, 1, 2)),
     "crop": dict(n=3, c_total=1, k_total=16, hi=10, wi=7, y=3, x=2, stride=(4, 2),
                  pad=(0, 0, 0, 1)),
+    # one row of taps: the column fold's inner problem is 1x1 stride 1 on overlapping rows,
+    # which the descriptor kernels must not take as one run of pixels (config.flat_pixels)
+    "1x3-row": dict(n=2, c_total=3, k_total=16, hi=6, wi=6, y=1, x=3, stride=(2, 2),
+                    pad=(0, 0, 1, 1)),
 }
 
 

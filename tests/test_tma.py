@@ -62,14 +62,19 @@ def test_1x1_stride_1_takes_its_pixels_as_one_run(direction, pixels):
     assert config.flat_pixels(p) == (pixels == "nhw")
     perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 32}
     if direction == "bwd_weight":
-        perf["split"] = 2
+        perf["split"] = 5
     cfg = config.choose(p, SM90, True, perf)
     spec = tma.launch_spec(p, make_inputs(p, DataSpec(seed=1), "cpu"), empty_output(p, "cpu"), cfg, {})
     box = (spec.constexprs["BI"], spec.constexprs["BH"], spec.constexprs["BW"])
     assert box == ((32, 1, 1) if pixels == "nhw" else config.pixel_box(3, 5, 7, 32))
     assert spec.runtime["N"] == (105 if pixels == "nhw" else 3)
-    if direction == "bwd_weight":   # the parts the config rule counts are the launch's
-        assert spec.grid[2] == tma.bwd_weight_parts(p, cfg)[0] == 2
+    if direction == "bwd_weight":
+        # the boxes the kernel walks (its grid of pixels) are the ones config counts for the
+        # split's parts: 4 runs of 32 pixels flat, 5 boxes of 4x1x8 pixels otherwise
+        rt = spec.runtime
+        boxes = (config.cdiv(rt["N"], box[0]) * config.cdiv(rt["HO"], box[1])
+                 * config.cdiv(rt["WO"], box[2]))
+        assert boxes == config.pixel_boxes(p, 32) == (4 if pixels == "nhw" else 5)
     out, ref = _run(p, True, perf, seed=7)
     _check(p, out, ref)
 

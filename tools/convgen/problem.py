@@ -84,6 +84,9 @@ class ConvProblem:
     pad_w_l: int = 0
     pad_w_r: int = 0
     layouts: dict = field(default_factory=lambda: dict(LOGICAL))
+    # kernels/s2d.py's column fold reads its input through a view whose rows overlap (each
+    # pixel's channels run into the next pixel's): the pixels are not in dense n, h, w order
+    overlapping_input: bool = False
     di: int = 1       # 3-D: input depth, filter depth, and the depth's geometry
     z: int = 1
     stride_d: int = 1

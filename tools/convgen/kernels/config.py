@@ -383,9 +383,11 @@ def flat_pixels(p) -> bool:
     at the same place, so the descriptor kernels may take all n*h*w pixels as one run
     (boxes of consecutive pixels: no edge waste on 7x7 or 14x14 images, and each box one
     contiguous block of memory; H100: up to 1.2x on 7x7 and 14x14 layers, the same on
-    larger images). Needs n, h, w in that order in memory in both pixel tensors."""
+    larger images). Needs n, h, w in that order in memory in both pixel tensors, densely
+    (not the overlapping rows of a column fold, kernels/s2d.py)."""
     return ((p.y, p.x) == (1, 1) and (p.stride_h, p.stride_w) == (1, 1)
             and not any((p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r))
+            and not p.overlapping_input
             and p.layouts["input"].replace("g", "") == "nhwc"
             and p.layouts["output"].replace("g", "") == "nhwk")
 

@@ -124,7 +124,7 @@ def inner_problem(p, mode: int):
         rows = f.h.size + f.h.pad_l + f.h.pad_r
         return replace(p, c=f.w.taps * f.c, hi=rows, wi=p.wo, y=f.h.taps, x=1,
                        stride_h=1, stride_w=1, pad_h_l=0, pad_h_r=0, pad_w_l=0, pad_w_r=0,
-                       layouts=layouts)
+                       layouts=layouts, overlapping_input=True)
     return replace(p, c=f.c, hi=f.h.size, wi=f.w.size, y=f.h.taps, x=f.w.taps,
                    stride_h=1, stride_w=1, pad_h_l=f.h.pad_l, pad_h_r=f.h.pad_r,
                    pad_w_l=f.w.pad_l, pad_w_r=f.w.pad_r, layouts=layouts)

@@ -3,7 +3,8 @@ group, channels innermost.
 
 The three directions as implicit GEMMs (directions.py), with the pixels of a tile taken
 as a box, BI images x BH rows x BW columns (`config.pixel_box`), instead of a run of flat
-pixel indices. For stride 1 the input pixels that one filter tap meets are then the same
+pixel indices (a 1x1 stride-1 unpadded problem, whose pixels meet no neighbour, takes its
+n*h*w pixels as BI-long runs: `config.flat_pixels`). For stride 1 the input pixels that one filter tap meets are then the same
 box shifted by the tap's offset (a 1x1 filter with a stride and no padding reads a
 strided view of the input instead: fwd and bwd_weight), so each reduction step is one box
 load of the input (or output gradient) and one of the filter, through tensor descriptors.
