@@ -45,32 +45,25 @@ def _problem(layer, batch, direction):
 
 def _stages(problems, be, path) -> dict:
     """selector.choose's steps timed one by one (the same calls, in its order): the tuning
-    space built, its configs validated, long chains left out, features, LightGBM."""
+    space built, the configs a selection may pick (validated, short chains), features,
+    LightGBM."""
     import numpy as np
     from convgen.kernels import config as kconfig
     model = selector.load(path)
     dev = selector.Device(be.arch, be.device_name())
-    spent = dict.fromkeys(("space", "validate", "short_chains", "features", "predict"), 0.0)
+    spent = dict.fromkeys(("space", "runnable", "features", "predict"), 0.0)
     for p in problems:
         t0 = time.perf_counter()
         space = kconfig.space(p, be)
         t1 = time.perf_counter()
-        ok = []
-        for cfg in space:
-            try:
-                kconfig.validate(cfg, p, be, True)
-            except ConvgenError:
-                continue
-            ok.append(cfg)
+        ok = selector.runnable(p, be, space)
         t2 = time.perf_counter()
-        ok = [ok[i] for i in selector.short_chains(p, ok)]
-        t3 = time.perf_counter()
         x = np.asarray(selector.feature_rows(p, ok, dev), dtype=np.float64)
-        t4 = time.perf_counter()
+        t3 = time.perf_counter()
         model.booster(p.direction.name).predict(x)
-        t5 = time.perf_counter()
-        for k, a, b in (("space", t0, t1), ("validate", t1, t2), ("short_chains", t2, t3),
-                        ("features", t3, t4), ("predict", t4, t5)):
+        t4 = time.perf_counter()
+        for k, a, b in (("space", t0, t1), ("runnable", t1, t2), ("features", t2, t3),
+                        ("predict", t3, t4)):
             spent[k] += b - a
     return {k: 1e3 * v / max(1, len(problems)) for k, v in spent.items()}
 

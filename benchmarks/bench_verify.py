@@ -61,9 +61,8 @@ def main():
 
     rows = []
     consts = _Consts(1e-3, False, 10, -14).tensor("cuda")
-    # a third pair in two memory orders (NCHW against channels-last NHWC, logical NCHW
+    # a third pair: the first pair's values, the reference held channels-last (logical NCHW
     # both): the kernels' strided path, whose sizes and strides are runtime integers
-    # the same values as the first pair, the reference held channels-last
     b = max(1, n // (64 * 56 * 56))
     kern4 = kern[:b * 64 * 56 * 56].view(b, 64, 56, 56)
     ref4 = ref16[:b * 64 * 56 * 56].view(b, 64, 56, 56).contiguous(memory_format=torch.channels_last)

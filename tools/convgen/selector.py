@@ -188,10 +188,9 @@ class _KernelFacts:
         return self._parts[key]
 
 
-def config_features(p, cfg, dev: Device, facts: _KernelFacts | None = None) -> list[float]:
+def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     """The config's fields and how its tiles fit the problem the kernel runs (the folded
-    one for s2d); `facts`: that problem's, when the caller has them."""
-    f = facts or _KernelFacts(p, _kernel_problem(p, cfg))
+    one for s2d, whose facts are f)."""
     q = f.q
     bm, bn, bk, split = cfg.block_m, cfg.block_n, cfg.block_k, cfg.split
     m, r, walk = f.m, f.r, f.walk
@@ -267,7 +266,7 @@ def _side_launches(p, q, cfg, parts: int) -> tuple[int, float]:
 
 
 def features(p, cfg, dev: Device) -> list[float]:
-    return problem_features(p) + config_features(p, cfg, dev)
+    return feature_rows(p, [cfg], dev)[0]
 
 
 # ---- the data -------------------------------------------------------------------------------
@@ -519,18 +518,25 @@ def choose(problem, backend, given: str | None = ""):
     kind = coverage(problem)
     if "coverage" in model.meta and kind not in model.meta["coverage"]:
         return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
-    candidates = []
-    for cfg in kconfig.space(problem, backend):
-        try:
-            kconfig.validate(cfg, problem, backend, True)
-        except ConvgenError:
-            continue   # not a config of this problem here (the model never learnt it fails)
-        candidates.append(cfg)
-    candidates = [candidates[i] for i in short_chains(problem, candidates)]
+    candidates = runnable(problem, backend, kconfig.space(problem, backend))
     dev = Device(backend.arch, backend.device_name())
     predicted = model.predict(problem, candidates, dev)
     best = int(predicted.argmax())
     return candidates[best], float(predicted[best]), path
+
+
+def runnable(problem, backend, space) -> list:
+    """The configs of `space` a selection may pick: those kernels/config.validate accepts
+    here (the model never learnt that the others fail), of short chains (short_chains)."""
+    from convgen.kernels import config as kconfig
+    ok = []
+    for cfg in space:
+        try:
+            kconfig.validate(cfg, problem, backend, True)
+        except ConvgenError:
+            continue
+        ok.append(cfg)
+    return [ok[i] for i in short_chains(problem, ok)]
 
 
 def short_chains(problem, configs) -> list[int]:
