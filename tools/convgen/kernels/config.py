@@ -16,7 +16,9 @@ A configuration's fields:
                                 one program per SM, each looping over tiles, so a tile's
                                 loads overlap the previous tile's store (tma=1 only);
                                 2: the same, each tile stored as two halves of its columns
-                                (half the store's shared memory: room for another stage)
+                                (half the store's shared memory: room for another stage).
+                                bwd_weight (split 1): stream-K, `persistent` programs per
+                                SM sharing every tile's reduction steps equally
     s2d                         1: a strided problem run as a stride-1 one on the stride folded
                                 into the channels (kernels/s2d.py); 2: the filter's columns
                                 folded in too (fwd, bwd_weight). The other fields then
@@ -146,10 +148,24 @@ def strided_view(p) -> bool:
 
 
 def persistent_fits(p) -> bool:
-    """The directions with a persistent descriptor kernel: fwd, and bwd_data whose grid is
-    one tile per program (stride 1)."""
-    return (p.direction.name == "fwd"
-            or (p.direction.name == "bwd_data" and (p.stride_h, p.stride_w) == (1, 1)))
+    """The problems with a persistent descriptor kernel: fwd; bwd_data whose grid is one
+    tile per program (stride 1); bwd_weight on one input descriptor (stream-K: stride 1,
+    a strided view or the phase view)."""
+    one_tile_grid = (p.stride_h, p.stride_w) == (1, 1)
+    if p.direction.name == "bwd_weight":
+        return one_tile_grid or strided_view(p) or phase_view(p)
+    return p.direction.name == "fwd" or one_tile_grid
+
+
+def phase_view(p) -> bool:
+    """A strided filter's input taken as one descriptor over every phase (fwd, and bwd_weight
+    where it can: tma._phase_descriptor): a stride other than a strided 1x1 view, input rows
+    and columns that are multiples of it, each row's pixels and channels adjacent. Else
+    bwd_weight takes one descriptor per phase (and fwd no descriptor at all)."""
+    return ((p.stride_h, p.stride_w) != (1, 1) and not strided_view(p)
+            and p.direction.name != "bwd_data"
+            and p.hi % p.stride_h == 0 and p.wi % p.stride_w == 0
+            and p.layouts["input"].replace("g", "").endswith("wc"))
 
 
 def phase_fwd(p) -> bool:
@@ -249,9 +265,13 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
     if cfg.persistent and not cfg.tma:
         raise _bad(f"persistent={cfg.persistent} applies to the descriptor kernels (tma=1) only")
     if cfg.persistent and not persistent_fits(problem):
-        raise _bad(f"persistent={cfg.persistent}: {problem.direction.name} "
-                   + ("splits its reduction over programs" if problem.direction.splits_reduction
-                      else "with a stride writes one phase view per grid row"))
+        raise _bad(f"persistent={cfg.persistent}: {problem.direction.name} with a stride "
+                   + ("on rows or columns that are not multiples of it takes one descriptor "
+                      "per phase" if problem.direction.splits_reduction
+                      else "writes one phase view per grid row"))
+    if cfg.persistent and problem.direction.splits_reduction and cfg.split != 1:
+        raise _bad(f"split={cfg.split}: a persistent bwd_weight shares every tile's reduction "
+                   "among its programs (stream-K); split must be 1")
     if cfg.tma:
         why = tma_refused(problem, backend, use_dot)
         if why:
@@ -424,6 +444,10 @@ def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
     _, _, r = problem.gemm
     if not problem.direction.splits_reduction:
         return r
+    if cfg.tma and cfg.persistent:
+        # stream-K: a program's share of a tile is at most the tile's reduction, and how
+        # much less depends on the device's SMs
+        return r
     if cfg.tma:
         from convgen.kernels import tma
         _, per = tma.bwd_weight_parts(problem, cfg)
@@ -530,6 +554,23 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                     for warps in (4, 8):
                         out.append(_vary(base, block_m=bm, block_n=bn, block_k=box, num_warps=warps,
                                          num_stages=4 if box == 64 else 3, split=split, tma=1))
+        if persistent_fits(problem) and problem.gemm[2] <= MAX_CHAIN:
+            # stream-K where a few tiles leave a wave part empty (3x3 512->512 on 7x7 images:
+            # 144 tiles on 132 SMs) and every part is a short chain; 3 stages of 128x128x64
+            # leave room for two programs per SM (persistent=2). 128x128 tiles were no faster
+            # with it on the H100 (0.159 against 0.154 ms there): each step reads 64 products
+            # per byte, and the SMs together read ~6 TB/s from L2. 128x256 tiles read 85 per
+            # byte, and their 72 tiles there would leave half the SMs idle without stream-K
+            for bm, bn, box, warps, stages, per_sm in (
+                    (128, 128, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (128, 128, 64, 4, 3, 2),
+                    (128, 128, 128, 8, 3, 1), (128, 64, 64, 4, 4, 1), (128, 64, 128, 4, 3, 2),
+                    (128, 256, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1),
+                    (256, 128, 64, 8, 4, 1)):
+                if bm > max(64, _next_pow2(problem.k)) or bn > max(64, _next_pow2(problem.c)):
+                    continue
+                out.append(_vary(base, block_m=bm, block_n=_narrow(problem.c, bn), block_k=box,
+                                 num_warps=warps, num_stages=stages, split=1, tma=1,
+                                 persistent=per_sm))
         return out
     n = problem.direction.tile_n(problem)
     bk = _channel_block(problem, 64)
@@ -652,6 +693,8 @@ def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
         # step there, a box of pixels in the descriptor bwd_weight): only tma=1 asks for those;
         # likewise only s2d=1 or 2 asks for a folded problem
         cfg = replace(cfg, **{"tma": None, "s2d": None, **overrides})
+        if cfg.persistent and problem.direction.splits_reduction and "split" not in overrides:
+            cfg = replace(cfg, split=1)   # stream-K shares the reduction itself
     if not use_dot:
         cfg = replace(cfg, block_k=1)
     validate(cfg, problem, backend, use_dot)
