@@ -143,52 +143,80 @@ def test_persistent_programs_walk_every_tile(direction, case, halves):
     _check(p, out, ref)
 
 
-# stream-K bwd_weight: the interpreter's 3 SMs (6 programs with persistent=2) share the
-# tiles' boxes; tile counts not divisible by 3 cut some tiles into two or more shares (one
-# tile among all the programs in the 1x1 cases), summed by the last share to finish
+# stream-K: the interpreter's 3 SMs (6 programs with streamk=2) share the tiles' steps;
+# tile counts not divisible by 3 cut some tiles into two or more shares (one tile among all
+# the programs in the bwd_weight 1x1 cases), summed by the last share to finish. Each case:
+# (direction, problem, block_m, block_n)
 STREAMK_CASES = {
-    "2x2-padded": (dict(n=3, c_total=24, k_total=40, hi=7, wi=9, y=2, x=2, pad=(1, 0, 0, 1)), 32),
-    "1x1": (dict(n=3, c_total=16, k_total=16, hi=5, wi=7, y=1, x=1), 16),
-    "1x1-s2": (dict(n=3, c_total=16, k_total=16, hi=7, wi=6, y=1, x=1, stride=(2, 2)), 16),
-    "2x2-s2-even": (dict(n=3, c_total=24, k_total=40, hi=10, wi=6, y=2, x=2, stride=(2, 2),
-                         pad=(1, 0, 0, 1)), 32),
-    "4x4-s2-even": (dict(n=2, c_total=16, k_total=40, hi=8, wi=12, y=4, x=4, stride=(2, 2),
-                         pad=(0, 3, 1, 1)), 32),
+    "bwd_weight-2x2-padded": ("bwd_weight", dict(n=3, c_total=24, k_total=40, hi=7, wi=9, y=2,
+                                                 x=2, pad=(1, 0, 0, 1)), 32, 16),
+    "bwd_weight-1x1": ("bwd_weight", dict(n=3, c_total=16, k_total=16, hi=5, wi=7, y=1, x=1), 16, 16),
+    "bwd_weight-1x1-s2": ("bwd_weight", dict(n=3, c_total=16, k_total=16, hi=7, wi=6, y=1, x=1,
+                                             stride=(2, 2)), 16, 16),
+    "bwd_weight-2x2-s2-even": ("bwd_weight", dict(n=3, c_total=24, k_total=40, hi=10, wi=6, y=2,
+                                                  x=2, stride=(2, 2), pad=(1, 0, 0, 1)), 32, 16),
+    "bwd_weight-4x4-s2-even": ("bwd_weight", dict(n=2, c_total=16, k_total=40, hi=8, wi=12, y=4,
+                                                  x=4, stride=(2, 2), pad=(0, 3, 1, 1)), 32, 16),
+    "fwd-3x3": ("fwd", CASES["3x3"], 64, 32),
+    "fwd-1x1": ("fwd", CASES["1x1"], 16, 16),
+    "fwd-5x3-dilated": ("fwd", CASES["5x3-dilated"], 16, 16),
+    "fwd-3x3-s2": ("fwd", FWD_PHASE_CASES["3x3-s2"], 16, 32),
 }
 
 
 @pytest.mark.parametrize("case", list(STREAMK_CASES))
 @pytest.mark.parametrize("per_sm", [1, 2])
-def test_bwd_weight_stream_k_shares_every_tile(case, per_sm):
+def test_stream_k_shares_every_tile(case, per_sm):
     from convgen.kernels import tma
-    kw, block_m = STREAMK_CASES[case]
-    p = _problem("bwd_weight", "bf16" if per_sm == 2 else "f16", **kw)
-    cfg = config.choose(p, SM90, True, {"tma": 1, "persistent": per_sm, "block_m": block_m,
-                                        "block_n": 16, "block_k": 16})
-    assert (cfg.persistent, cfg.split) == (per_sm, 1)
-    programs, steps, tiles = tma.streamk_steps(p, cfg, 3)
-    boxes = config.pixel_boxes(p, 16)
-    assert programs <= 3 * per_sm and (programs - 1) * steps < tiles * boxes <= programs * steps
-    shares = [((t + 1) * boxes - 1) // steps - t * boxes // steps + 1 for t in range(tiles)]
+    direction, kw, block_m, block_n = STREAMK_CASES[case]
+    p = _problem(direction, "bf16" if per_sm == 2 else "f16", **kw)
+    cfg = config.choose(p, SM90, True, {"tma": 1, "streamk": per_sm, "block_m": block_m,
+                                        "block_n": block_n, "block_k": 16})
+    assert (cfg.streamk, cfg.split, cfg.persistent) == (per_sm, 1, None)
+    programs, steps, tiles, tile_steps = tma.streamk_steps(p, cfg, 3)
+    work = tiles * tile_steps
+    assert programs <= 3 * per_sm and (programs - 1) * steps < work <= programs * steps
+    shares = [((t + 1) * tile_steps - 1) // steps - t * tile_steps // steps + 1 for t in range(tiles)]
     assert max(shares) >= 2   # the fix-up runs
     out, ref = _run(p, True, cfg.__dict__, seed=13)
     _check(p, out, ref)
 
 
-def test_bwd_weight_stream_k_in_the_space_where_chains_are_short():
+def test_stream_k_in_the_space_where_chains_are_short():
     short = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=14, wi=14, y=3, x=3,
                      stride=(2, 2), pad=(1, 1, 1, 1))
-    space = [c for c in config.space(short, SM90) if c.persistent]
-    assert len(space) == 10 and all(c.split == 1 and c.tma for c in space)
+    space = [c for c in config.space(short, SM90) if c.streamk]
+    assert len(space) == 10 and all(c.split == 1 and c.tma and not c.persistent for c in space)
     long = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=28, wi=28, y=3, x=3,
                     pad=(1, 1, 1, 1))   # 200,704 products a tile, more than MAX_CHAIN
-    assert not any(c.persistent for c in config.space(long, SM90))
+    assert not any(c.streamk for c in config.space(long, SM90))
+    fwd = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
+    assert {(c.block_m, c.block_n, c.block_k, c.streamk) for c in config.space(fwd, SM90)
+            if c.streamk} == {(128, 256, 64, 1), (256, 128, 64, 1), (128, 128, 64, 1),
+                              (128, 128, 64, 2), (128, 128, 128, 1)}
+    assert not any(c.streamk for c in config.space(_problem("bwd_data", **CASES["3x3"]), SM90))
 
 
 @pytest.mark.parametrize("change,reason", [
-    (dict(direction="bwd_weight", split=2), "split=2: a persistent bwd_weight shares"),
+    (dict(direction="bwd_weight", split=2), "split=2: stream-K shares"),
     (dict(direction="bwd_weight", stride=(2, 2), hi=9),
-     "persistent=1: bwd_weight with a stride on rows or columns that are not multiples"),
+     "streamk=1: bwd_weight with a stride on rows or columns that are not multiples"),
+    (dict(direction="bwd_data"), "streamk=1: bwd_data has no stream-K kernel"),
+    (dict(tma=None), "streamk=1 applies to the descriptor kernels"),
+    (dict(persistent=1), "streamk=1 with persistent=1: one or the other"),
+    (dict(streamk=3), "streamk=3 must be 0, 1 or 2"),
+])
+def test_stream_k_refusals(change, reason):
+    kw = dict(n=2, c_total=16, k_total=16, hi=8, wi=8, y=3, x=3, pad=(1, 1, 1, 1))
+    direction = change.pop("direction", "fwd")
+    kw.update({k: v for k, v in change.items() if k in ("stride", "hi")})
+    perf = {"tma": 1, "streamk": 1, **{k: v for k, v in change.items() if k not in ("stride", "hi")}}
+    with pytest.raises(ConvgenError, match=reason):
+        config.choose(_problem(direction, **kw), SM90, True, perf)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(direction="bwd_weight"), "persistent=1: bwd_weight splits its reduction"),
     (dict(direction="bwd_data", stride=(2, 2)), "persistent=1: bwd_data with a stride"),
     (dict(tma=None), "persistent=1 applies to the descriptor kernels"),
     (dict(persistent=3), "persistent=3 must be 0, 1 or 2"),

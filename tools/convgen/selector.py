@@ -92,6 +92,7 @@ FEATURES = (
     ("s2d", "0, 1 or 2: how the stride is folded into channels (kernels/s2d.py)"),
     ("persistent", "1: one program per SM looping over the tiles; 2: the same, each tile "
                    "stored in two halves"),
+    ("streamk", "programs per SM sharing every tile's reduction steps (stream-K); 0: none"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
     ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
@@ -100,7 +101,8 @@ FEATURES = (
     ("fill_n", "the same along N"),
     ("fill_k", "the same along the reduction walk (a tap's channels, or bwd_weight's pixels)"),
     ("fill_mn", "fill_m * fill_n"),
-    ("programs", "programs launched (tiles x parts x groups; persistent: at most one per unit)"),
+    ("programs", "programs launched (tiles x parts x groups; persistent: at most one per unit; "
+                 "stream-K: streamk per unit)"),
     ("waves", "tiles (x parts x groups) per unit (SM or CU)"),
     ("wave_fill", "fraction of the last wave's units that have work"),
     ("part_length", "reduction length of one split part"),
@@ -205,9 +207,10 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     tiles_m = _cdiv(m, bm)
     work = tiles_m * tiles_n * split * q.g     # tiles, each a program unless persistent
     units = dev.units or 1
-    programs = min(work, units) if cfg.persistent else work
+    programs = min(work, units * (cfg.streamk or 1)) if cfg.persistent or cfg.streamk else work
     waves = work / units
-    wave_fill = work / (math.ceil(waves) * units)
+    # stream-K gives every program an equal share: no last wave part empty
+    wave_fill = 1.0 if cfg.streamk else work / (math.ceil(waves) * units)
     fill_m, fill_n, fill_k = _fill(m, bm), _fill(f.n_extent, bn), _fill(walk, bk)
     elem = f.elem
     tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
@@ -215,7 +218,7 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     parts = f.parts(cfg)
     launches, extra = _side_launches(p, q, cfg, parts)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
-            cfg.persistent or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
+            cfg.persistent or 0, cfg.streamk or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
             fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts,
             1 + launches, extra / 1e6, math.log2(f.flops / (1 + launches)), dev.units,
             dev.arch_number]

@@ -16,9 +16,11 @@ A configuration's fields:
                                 one program per SM, each looping over tiles, so a tile's
                                 loads overlap the previous tile's store (tma=1 only);
                                 2: the same, each tile stored as two halves of its columns
-                                (half the store's shared memory: room for another stage).
-                                bwd_weight (split 1): stream-K, `persistent` programs per
-                                SM sharing every tile's reduction steps equally
+                                (half the store's shared memory: room for another stage)
+    streamk                     fwd and bwd_weight on the descriptor kernels (split 1):
+                                stream-K, `streamk` programs per SM sharing every tile's
+                                reduction steps equally, so a few large tiles still fill
+                                every SM (tma=1 only)
     s2d                         1: a strided problem run as a stride-1 one on the stride folded
                                 into the channels (kernels/s2d.py); 2: the filter's columns
                                 folded in too (fwd, bwd_weight). The other fields then
@@ -64,6 +66,7 @@ class KernelConfig:
     tma: int | None = None
     s2d: int | None = None
     persistent: int | None = None
+    streamk: int | None = None
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -148,13 +151,18 @@ def strided_view(p) -> bool:
 
 
 def persistent_fits(p) -> bool:
-    """The problems with a persistent descriptor kernel: fwd; bwd_data whose grid is one
-    tile per program (stride 1); bwd_weight on one input descriptor (stream-K: stride 1,
-    a strided view or the phase view)."""
-    one_tile_grid = (p.stride_h, p.stride_w) == (1, 1)
+    """The directions with a persistent descriptor kernel: fwd, and bwd_data whose grid is
+    one tile per program (stride 1)."""
+    return (p.direction.name == "fwd"
+            or (p.direction.name == "bwd_data" and (p.stride_h, p.stride_w) == (1, 1)))
+
+
+def streamk_fits(p) -> bool:
+    """The problems with a stream-K descriptor kernel: fwd, and bwd_weight on one input
+    descriptor (stride 1, a strided view or the phase view)."""
     if p.direction.name == "bwd_weight":
-        return one_tile_grid or strided_view(p) or phase_view(p)
-    return p.direction.name == "fwd" or one_tile_grid
+        return (p.stride_h, p.stride_w) == (1, 1) or strided_view(p) or phase_view(p)
+    return p.direction.name == "fwd"
 
 
 def phase_view(p) -> bool:
@@ -265,13 +273,23 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
     if cfg.persistent and not cfg.tma:
         raise _bad(f"persistent={cfg.persistent} applies to the descriptor kernels (tma=1) only")
     if cfg.persistent and not persistent_fits(problem):
-        raise _bad(f"persistent={cfg.persistent}: {problem.direction.name} with a stride "
-                   + ("on rows or columns that are not multiples of it takes one descriptor "
-                      "per phase" if problem.direction.splits_reduction
-                      else "writes one phase view per grid row"))
-    if cfg.persistent and problem.direction.splits_reduction and cfg.split != 1:
-        raise _bad(f"split={cfg.split}: a persistent bwd_weight shares every tile's reduction "
-                   "among its programs (stream-K); split must be 1")
+        raise _bad(f"persistent={cfg.persistent}: {problem.direction.name} "
+                   + ("splits its reduction over programs" if problem.direction.splits_reduction
+                      else "with a stride writes one phase view per grid row"))
+    if cfg.streamk not in (None, 0, 1, 2):
+        raise _bad(f"streamk={cfg.streamk} must be 0, 1 or 2 (programs per SM)")
+    if cfg.streamk and not cfg.tma:
+        raise _bad(f"streamk={cfg.streamk} applies to the descriptor kernels (tma=1) only")
+    if cfg.streamk and cfg.persistent:
+        raise _bad(f"streamk={cfg.streamk} with persistent={cfg.persistent}: one or the other")
+    if cfg.streamk and not streamk_fits(problem):
+        raise _bad(f"streamk={cfg.streamk}: " + (
+            "bwd_weight with a stride on rows or columns that are not multiples of it takes "
+            "one descriptor per phase" if problem.direction.splits_reduction
+            else f"{problem.direction.name} has no stream-K kernel"))
+    if cfg.streamk and cfg.split != 1:
+        raise _bad(f"split={cfg.split}: stream-K shares every tile's reduction among its "
+                   "programs itself; split must be 1")
     if cfg.tma:
         why = tma_refused(problem, backend, use_dot)
         if why:
@@ -444,7 +462,7 @@ def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
     _, _, r = problem.gemm
     if not problem.direction.splits_reduction:
         return r
-    if cfg.tma and cfg.persistent:
+    if cfg.tma and cfg.streamk:
         # stream-K: a program's share of a tile is at most the tile's reduction, and how
         # much less depends on the device's SMs
         return r
@@ -507,7 +525,7 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                         continue
                     cfg = _vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                                 num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
-                                tma=None, s2d=None, persistent=None)
+                                tma=None, s2d=None, persistent=None, streamk=None)
                     add(cfg)
     if not tma_refused(problem, backend):
         for cfg in _tma_space(problem, base):
@@ -554,10 +572,10 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                     for warps in (4, 8):
                         out.append(_vary(base, block_m=bm, block_n=bn, block_k=box, num_warps=warps,
                                          num_stages=4 if box == 64 else 3, split=split, tma=1))
-        if persistent_fits(problem) and problem.gemm[2] <= MAX_CHAIN:
+        if streamk_fits(problem) and problem.gemm[2] <= MAX_CHAIN:
             # stream-K where a few tiles leave a wave part empty (3x3 512->512 on 7x7 images:
             # 144 tiles on 132 SMs) and every part is a short chain; 3 stages of 128x128x64
-            # leave room for two programs per SM (persistent=2). 128x128 tiles were no faster
+            # leave room for two programs per SM (streamk=2). 128x128 tiles were no faster
             # with it on the H100 (0.159 against 0.154 ms there): each step reads 64 products
             # per byte, and the SMs together read ~6 TB/s from L2. 128x256 tiles read 85 per
             # byte, and their 72 tiles there would leave half the SMs idle without stream-K
@@ -570,7 +588,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                     continue
                 out.append(_vary(base, block_m=bm, block_n=_narrow(problem.c, bn), block_k=box,
                                  num_warps=warps, num_stages=stages, split=1, tma=1,
-                                 persistent=per_sm))
+                                 streamk=per_sm))
         return out
     n = problem.direction.tile_n(problem)
     bk = _channel_block(problem, 64)
@@ -608,6 +626,16 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             # the store in two halves leaves room for a fourth stage (H100: 128x256 1x1
             # 512->256 28x28 fwd 0.138 -> 0.124 ms, 256->512 s2 0.154 -> 0.140 ms)
             out.append(_vary(whole, num_stages=4, persistent=2))
+    if streamk_fits(problem):
+        # stream-K: large tiles (more products per byte read from L2) without a last wave
+        # of idle SMs (3x3 512->512 on 7x7 images: 196 tiles of 128x256 on 132 SMs)
+        for bm, bn, step, warps, stages, per_sm in (
+                (128, 256, bk, 8, 3, 1), (256, 128, bk, 8, 3, 1), (128, 128, bk, 8, 4, 1),
+                (128, 128, bk, 4, 3, 2), (128, 128, 128, 8, 3, 1)):
+            if bn > max(64, _next_pow2(n)) or (step == 128 and _channel_block(problem, 128) != 128):
+                continue
+            out.append(_vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=step,
+                             num_warps=warps, num_stages=stages, split=1, tma=1, streamk=per_sm))
     return out
 
 
@@ -693,7 +721,7 @@ def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
         # step there, a box of pixels in the descriptor bwd_weight): only tma=1 asks for those;
         # likewise only s2d=1 or 2 asks for a folded problem
         cfg = replace(cfg, **{"tma": None, "s2d": None, **overrides})
-        if cfg.persistent and problem.direction.splits_reduction and "split" not in overrides:
+        if cfg.streamk and "split" not in overrides:
             cfg = replace(cfg, split=1)   # stream-K shares the reduction itself
     if not use_dot:
         cfg = replace(cfg, block_k=1)

@@ -126,8 +126,21 @@ def _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW,
               SH: tl.constexpr, SW: tl.constexpr):
     """fwd's C tile of output pixels from (n0, ho0, wo0), output channels from k0."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    return _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, 0, Y * X * tl.cdiv(C, BLOCK_K),
+                      Y, X, DH, DW, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
+                      BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
+
+
+@triton.jit
+def _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
+               Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+               USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+               DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               SH: tl.constexpr, SW: tl.constexpr):
+    """fwd's reduction steps r0..r1 of the C tile at (n0, ho0, wo0), k0 into acc."""
     CB = tl.cdiv(C, BLOCK_K)
-    for r in range(0, Y * X * CB):
+    for r in range(r0, r1):
         # GEMM reduction R: (tap, channel block); the tap shifts the input box
         fy, fx, c0 = _tap_block(r, CB, X, BLOCK_K)
         if SH * SW == 1:
@@ -142,6 +155,35 @@ def _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW,
         b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
         acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     return acc
+
+
+@triton.jit
+def _streamk_share(acc, p, start, first, tile_steps, STEPS, tile, ws_ptr, count_ptr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program p's share (from step `start` on) of a tile (from step `first`, `tile_steps`
+    long) that other programs share too: its fp32 partial goes to the workspace, slot 0 of
+    p's two if the tile is the one p starts inside of, else slot 1 (a program shares only
+    its first and last tiles). Returns (True, the tile's sum: every share's partial added
+    in program order, the same sum whoever finishes last) to the last share to finish,
+    else (False, zeros)."""
+    tile_part = (tl.arange(0, BLOCK_M) * BLOCK_N)[:, None] + tl.arange(0, BLOCK_N)[None, :]
+    slot = tl.where(start > first, 0, 1)
+    tl.store(ws_ptr + (p * 2 + slot) * (BLOCK_M * BLOCK_N) + tile_part, acc)
+    # every thread's partial stored before the count says so (release); the last to count
+    # reads the others' (acquire, and through L2: .cg)
+    tl.debug_barrier()
+    q0 = first // STEPS
+    q1 = (first + tile_steps - 1) // STEPS
+    last = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel") == q1 - q0
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if last:
+        for q in range(q0, q1 + 1):
+            q_slot = tl.where(q * STEPS > first, 0, 1)
+            total += tl.load(ws_ptr + (q * 2 + q_slot) * (BLOCK_M * BLOCK_N) + tile_part,
+                             cache_modifier=".cg")
+        # the count back to zero for the next launch with this workspace
+        tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed")
+    return last, total
 
 
 @triton.jit
@@ -180,6 +222,44 @@ def conv_fwd_tma_kernel(
             t_out += NUM_SMS
             n1, h1, w1, k1 = _tile_at(t_out, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
             _store_tile(y_desc, acc, n1, h1, w1, k1, BI, BH, BW, BLOCK_M, BLOCK_N, HALVES)
+
+
+@triton.jit
+def conv_fwd_streamk_kernel(
+    x_desc, w_desc, y_desc, ws_ptr, count_ptr, C, K, N, HO, WO, PH, PW, STEPS,
+    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+    SH: tl.constexpr = 1, SW: tl.constexpr = 1,
+):
+    """fwd as stream-K (`streamk`): every (tile, reduction step) in one row, tile after tile
+    in GROUP_M order, cut into equal runs of STEPS, one per program; a tile two or more
+    programs share is summed by _streamk_share."""
+    R = Y * X * tl.cdiv(C, BLOCK_K)
+    tiles = _tile_count(N, HO, WO, K, BI, BH, BW, BLOCK_N)
+    p = tl.program_id(0)
+    start = p * STEPS
+    end = tl.minimum(start + STEPS, tiles * R)
+    for tile in range(start // R, tl.cdiv(end, R)):
+        # GEMM rows M: the tile's box of output pixels; columns N: output channels k0..
+        n0, ho0, wo0, k0 = _tile_at(tile, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+        # GEMM reduction R: this program's share of the tile's steps, lo..hi
+        first = tile * R
+        lo = tl.maximum(start - first, 0)
+        hi = tl.minimum(end - first, R)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, lo, hi, Y, X, DH, DW,
+                         USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
+                         BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
+        if (lo == 0) & (hi == R):
+            y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
+        else:
+            last, total = _streamk_share(acc, p, start, first, R, STEPS, tile, ws_ptr, count_ptr,
+                                         BLOCK_M, BLOCK_N)
+            if last:
+                y_desc.store([n0, ho0, wo0, k0], total.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
 
 
 @triton.jit
@@ -376,10 +456,9 @@ def conv_bwd_weight_streamk_kernel(
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     SH: tl.constexpr = 1, SW: tl.constexpr = 1,
 ):
-    """bwd_weight as stream-K (`persistent`): every (tile, reduction box) step in one row,
-    tile after tile, cut into equal runs of STEPS, one per program. A tile whose steps two
-    or more programs share is summed by the last of them to finish, from every share's fp32
-    partial in program order: the same sum whoever finishes last."""
+    """bwd_weight as stream-K (`streamk`): every (tile, reduction box) step in one row, tile
+    after tile, cut into equal runs of STEPS, one per program; a tile two or more programs
+    share is summed by _streamk_share."""
     tiles_c = tl.cdiv(C, BLOCK_N)
     tiles_kc = tl.cdiv(K, BLOCK_M) * tiles_c
     th = tl.cdiv(HO, BH)
@@ -388,8 +467,6 @@ def conv_bwd_weight_streamk_kernel(
     p = tl.program_id(0)
     start = p * STEPS
     end = tl.minimum(start + STEPS, tiles_kc * Y * X * boxes)
-    rows = tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_N)
     for tile in range(start // boxes, tl.cdiv(end, boxes)):
         # tiles in (tap, k tile, c tile) order: programs side by side share a tap's boxes
         tap = tile // tiles_kc
@@ -406,32 +483,17 @@ def conv_bwd_weight_streamk_kernel(
         acc = _wgrad_steps(acc, y_desc, x_desc, lo, hi, th, tw, k0, c0, fy, fx, C, PH, PW,
                            DH, DW, SH, SW, BI, BH, BW, BLOCK_M, BLOCK_N,
                            USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-        rm = k0 + rows
-        rn = c0 + cols
+        rm = k0 + tl.arange(0, BLOCK_M)
+        rn = c0 + tl.arange(0, BLOCK_N)
         out = w_ptr + (rm * sw_k)[:, None] + (rn * sw_c + fy * sw_y + fx * sw_x)[None, :]
         ok = (rm < K)[:, None] & (rn < C)[None, :]
         if (lo == 0) & (hi == boxes):
             tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=ok)
         else:
-            # a program's shared tiles are its first and its last: partial slot 0 or 1
-            # (workspace: program, slot, BLOCK_M x BLOCK_N)
-            tile_part = (rows * BLOCK_N)[:, None] + cols[None, :]
-            slot = tl.where(start > first, 0, 1)
-            tl.store(ws_ptr + (p * 2 + slot) * (BLOCK_M * BLOCK_N) + tile_part, acc)
-            # every thread's partial stored before the count says so (release); the last
-            # to count reads the others' (acquire, and through L2: .cg)
-            tl.debug_barrier()
-            q0 = first // STEPS
-            q1 = (first + boxes - 1) // STEPS
-            if tl.atomic_add(count_ptr + tile, 1, sem="acq_rel") == q1 - q0:
-                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for q in range(q0, q1 + 1):
-                    qslot = tl.where(q * STEPS > first, 0, 1)
-                    total += tl.load(ws_ptr + (q * 2 + qslot) * (BLOCK_M * BLOCK_N) + tile_part,
-                                     cache_modifier=".cg")
+            last, total = _streamk_share(acc, p, start, first, boxes, STEPS, tile, ws_ptr,
+                                         count_ptr, BLOCK_M, BLOCK_N)
+            if last:
                 tl.store(out, total.to(w_ptr.dtype.element_ty), mask=ok)
-                # the count back to zero for the next launch with this workspace
-                tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed")
 
 
 @triton.jit
@@ -577,6 +639,11 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
                                           flat=flat),
                        C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
+        if cfg.streamk:
+            programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
+            return launch.LaunchSpec(conv_fwd_streamk_kernel, (programs,),
+                                     {**runtime, "ws_ptr": ws, "count_ptr": counts, "STEPS": steps},
+                                     {**geo, "BI": bi, "BH": bh, "BW": bw, **strides}, (ws, counts))
         grid = (cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n),)
         grid, persist = _persistent(grid, cfg, out)
         return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime,
@@ -599,8 +666,8 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                                  {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
     # bwd_weight: block_k is the reduction's box of output pixels
     bi, bh, bw = pixel_box(n, ho, wo, cfg.block_k)
-    if cfg.persistent:
-        return _streamk_spec(p, x, w, y, out, cfg, geo, (bi, bh, bw), step if phased else (1, 1))
+    if cfg.streamk:
+        return _bwd_weight_streamk(p, x, w, y, out, cfg, geo, (bi, bh, bw), step if phased else (1, 1))
     split, per = bwd_weight_parts(p, cfg)
     ws = None
     if split > 1:
@@ -629,29 +696,43 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                              finish=reduce if ws is not None else None)
 
 
-def streamk_steps(p, cfg, units: int) -> tuple[int, int, int]:
-    """(programs, steps per program, tiles) of bwd_weight's stream-K launch on a device of
-    `units` SMs: cfg.persistent programs per SM share the tiles' steps (one box each)."""
-    tiles = cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n) * p.y * p.x
-    work = tiles * pixel_boxes(p, cfg.block_k)
-    steps = cdiv(work, min(work, cfg.persistent * units))
-    return cdiv(work, steps), steps, tiles
+def streamk_steps(p, cfg, units: int) -> tuple[int, int, int, int]:
+    """(programs, steps per program, tiles, steps per tile) of a stream-K launch on a device
+    of `units` SMs: cfg.streamk programs per SM share the tiles' reduction steps (fwd: a
+    tap's channel block; bwd_weight: a box of output pixels)."""
+    if p.direction.name == "fwd":
+        n, ho, wo = pixel_grid(p)
+        bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
+        tiles = cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n)
+        tile_steps = p.y * p.x * cdiv(p.c, cfg.block_k)
+    else:
+        tiles = cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n) * p.y * p.x
+        tile_steps = pixel_boxes(p, cfg.block_k)
+    work = tiles * tile_steps
+    steps = cdiv(work, min(work, cfg.streamk * units))
+    return cdiv(work, steps), steps, tiles, tile_steps
 
 
-def _streamk_spec(p, x, w, y, out, cfg, geo, box, step) -> launch.LaunchSpec:
+def _streamk_buffers(p, cfg, out) -> tuple[int, int, object, object]:
+    """(programs, steps per program, workspace, counts) of a stream-K launch: two fp32
+    partial tiles per program; a count per tile, zero, and left zero by every launch."""
     import torch
+    programs, steps, tiles, _ = streamk_steps(p, cfg, launch.units(out.device))
+    ws = torch.empty((programs * 2 * cfg.block_m * cfg.block_n,), dtype=torch.float32, device=out.device)
+    counts = torch.zeros((tiles,), dtype=torch.int32, device=out.device)
+    return programs, steps, ws, counts
+
+
+def _bwd_weight_streamk(p, x, w, y, out, cfg, geo, box, step) -> launch.LaunchSpec:
     from convgen.problem import LOGICAL as L
     bi, bh, bw = box
-    programs, steps, tiles = streamk_steps(p, cfg, launch.units(out.device))
+    programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
     if step != (1, 1):
         x_desc = _phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_n], step)
     else:
         x_desc = _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n], (p.stride_h, p.stride_w),
                              flat=flat_pixels(p))
     n, ho, wo = pixel_grid(p)
-    # partials: two slots of one tile per program; counts: zero, and left zero by each launch
-    ws = torch.empty((programs * 2 * cfg.block_m * cfg.block_n,), dtype=torch.float32, device=out.device)
-    counts = torch.zeros((tiles,), dtype=torch.int32, device=out.device)
     sw = dict(zip(L["filter"], w.stride()))
     runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m], flat=flat_pixels(p)),
                    x_desc=x_desc, w_ptr=w, ws_ptr=ws, count_ptr=counts,
