@@ -143,7 +143,7 @@ def test_persistent_programs_walk_every_tile(direction, case, halves):
     _check(p, out, ref)
 
 
-# stream-K: the interpreter's 3 SMs (6 programs with streamk=2) share the tiles' steps;
+# stream-K (bwd_weight): the interpreter's 3 SMs (6 programs with streamk=2) share the tiles' steps;
 # tile counts not divisible by 3 cut some tiles into two or more shares (one tile among all
 # the programs in the bwd_weight 1x1 cases), summed by the last share to finish. Each case:
 # (direction, problem, block_m, block_n)
@@ -157,10 +157,6 @@ STREAMK_CASES = {
                                                   x=2, stride=(2, 2), pad=(1, 0, 0, 1)), 32, 16),
     "bwd_weight-4x4-s2-even": ("bwd_weight", dict(n=2, c_total=16, k_total=40, hi=8, wi=12, y=4,
                                                   x=4, stride=(2, 2), pad=(0, 3, 1, 1)), 32, 16),
-    "fwd-3x3": ("fwd", CASES["3x3"], 64, 32),
-    "fwd-1x1": ("fwd", CASES["1x1"], 16, 16),
-    "fwd-5x3-dilated": ("fwd", CASES["5x3-dilated"], 16, 16),
-    "fwd-3x3-s2": ("fwd", FWD_PHASE_CASES["3x3-s2"], 16, 32),
 }
 
 
@@ -190,11 +186,8 @@ def test_stream_k_in_the_space_where_chains_are_short():
     long = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=28, wi=28, y=3, x=3,
                     pad=(1, 1, 1, 1))   # 200,704 products a tile, more than MAX_CHAIN
     assert not any(c.streamk for c in config.space(long, SM90))
-    fwd = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
-    assert {(c.block_m, c.block_n, c.block_k, c.streamk) for c in config.space(fwd, SM90)
-            if c.streamk} == {(128, 256, 64, 1), (256, 128, 64, 1), (128, 128, 64, 1),
-                              (128, 128, 64, 2), (128, 128, 128, 1)}
-    assert not any(c.streamk for c in config.space(_problem("bwd_data", **CASES["3x3"]), SM90))
+    for direction in ("fwd", "bwd_data"):
+        assert not any(c.streamk for c in config.space(_problem(direction, **CASES["3x3"]), SM90))
 
 
 @pytest.mark.parametrize("change,reason", [
@@ -202,13 +195,14 @@ def test_stream_k_in_the_space_where_chains_are_short():
     (dict(direction="bwd_weight", stride=(2, 2), hi=9),
      "streamk=1: bwd_weight with a stride on rows or columns that are not multiples"),
     (dict(direction="bwd_data"), "streamk=1: bwd_data has no stream-K kernel"),
+    (dict(direction="fwd"), "streamk=1: fwd has no stream-K kernel"),
     (dict(tma=None), "streamk=1 applies to the descriptor kernels"),
-    (dict(persistent=1), "streamk=1 with persistent=1: one or the other"),
+    (dict(direction="fwd", persistent=1), "streamk=1 with persistent=1: one or the other"),
     (dict(streamk=3), "streamk=3 must be 0, 1 or 2"),
 ])
 def test_stream_k_refusals(change, reason):
     kw = dict(n=2, c_total=16, k_total=16, hi=8, wi=8, y=3, x=3, pad=(1, 1, 1, 1))
-    direction = change.pop("direction", "fwd")
+    direction = change.pop("direction", "bwd_weight")
     kw.update({k: v for k, v in change.items() if k in ("stride", "hi")})
     perf = {"tma": 1, "streamk": 1, **{k: v for k, v in change.items() if k not in ("stride", "hi")}}
     with pytest.raises(ConvgenError, match=reason):

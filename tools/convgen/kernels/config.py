@@ -17,10 +17,10 @@ A configuration's fields:
                                 loads overlap the previous tile's store (tma=1 only);
                                 2: the same, each tile stored as two halves of its columns
                                 (half the store's shared memory: room for another stage)
-    streamk                     fwd and bwd_weight on the descriptor kernels (split 1):
-                                stream-K, `streamk` programs per SM sharing every tile's
-                                reduction steps equally, so a few large tiles still fill
-                                every SM (tma=1 only)
+    streamk                     bwd_weight on the descriptor kernels (split 1): stream-K,
+                                `streamk` programs per SM sharing every tile's reduction
+                                steps equally, so a few large tiles still fill every SM
+                                (tma=1 only)
     s2d                         1: a strided problem run as a stride-1 one on the stride folded
                                 into the channels (kernels/s2d.py); 2: the filter's columns
                                 folded in too (fwd, bwd_weight). The other fields then
@@ -158,11 +158,12 @@ def persistent_fits(p) -> bool:
 
 
 def streamk_fits(p) -> bool:
-    """The problems with a stream-K descriptor kernel: fwd, and bwd_weight on one input
-    descriptor (stride 1, a strided view or the phase view)."""
-    if p.direction.name == "bwd_weight":
-        return (p.stride_h, p.stride_w) == (1, 1) or strided_view(p) or phase_view(p)
-    return p.direction.name == "fwd"
+    """The problems with a stream-K descriptor kernel: bwd_weight on one input descriptor
+    (stride 1, a strided view or the phase view). fwd had one: on the H100 it was never the
+    fastest (3x3 512->512 7x7: 0.122 against 0.120 ms) and one 128x256 config gave wrong
+    results there (docs/conv-benchmark.md)."""
+    return p.direction.name == "bwd_weight" and (
+        (p.stride_h, p.stride_w) == (1, 1) or strided_view(p) or phase_view(p))
 
 
 def phase_view(p) -> bool:
@@ -626,16 +627,6 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             # the store in two halves leaves room for a fourth stage (H100: 128x256 1x1
             # 512->256 28x28 fwd 0.138 -> 0.124 ms, 256->512 s2 0.154 -> 0.140 ms)
             out.append(_vary(whole, num_stages=4, persistent=2))
-    if streamk_fits(problem):
-        # stream-K: large tiles (more products per byte read from L2) without a last wave
-        # of idle SMs (3x3 512->512 on 7x7 images: 196 tiles of 128x256 on 132 SMs)
-        for bm, bn, step, warps, stages, per_sm in (
-                (128, 256, bk, 8, 3, 1), (256, 128, bk, 8, 3, 1), (128, 128, bk, 8, 4, 1),
-                (128, 128, bk, 4, 3, 2), (128, 128, 128, 8, 3, 1)):
-            if bn > max(64, _next_pow2(n)) or (step == 128 and _channel_block(problem, 128) != 128):
-                continue
-            out.append(_vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=step,
-                             num_warps=warps, num_stages=stages, split=1, tma=1, streamk=per_sm))
     return out
 
 

@@ -126,21 +126,8 @@ def _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW,
               SH: tl.constexpr, SW: tl.constexpr):
     """fwd's C tile of output pixels from (n0, ho0, wo0), output channels from k0."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    return _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, 0, Y * X * tl.cdiv(C, BLOCK_K),
-                      Y, X, DH, DW, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
-                      BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
-
-
-@triton.jit
-def _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
-               Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-               USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-               DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               SH: tl.constexpr, SW: tl.constexpr):
-    """fwd's reduction steps r0..r1 of the C tile at (n0, ho0, wo0), k0 into acc."""
     CB = tl.cdiv(C, BLOCK_K)
-    for r in range(r0, r1):
+    for r in range(0, Y * X * CB):
         # GEMM reduction R: (tap, channel block); the tap shifts the input box
         fy, fx, c0 = _tap_block(r, CB, X, BLOCK_K)
         if SH * SW == 1:
@@ -161,7 +148,7 @@ def _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
 def _streamk_share(acc, p, start, first, tile_steps, STEPS, tile, ws_ptr, count_ptr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Program p's share (from step `start` on) of a tile (from step `first`, `tile_steps`
-    long) that other programs share too: its fp32 partial goes to the workspace, slot 0 of
+    long) that other programs share too (bwd_weight's stream-K): its fp32 partial goes to the workspace, slot 0 of
     p's two if the tile is the one p starts inside of, else slot 1 (a program shares only
     its first and last tiles). Returns (True, the tile's sum: every share's partial added
     in program order, the same sum whoever finishes last) to the last share to finish,
@@ -222,44 +209,6 @@ def conv_fwd_tma_kernel(
             t_out += NUM_SMS
             n1, h1, w1, k1 = _tile_at(t_out, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
             _store_tile(y_desc, acc, n1, h1, w1, k1, BI, BH, BW, BLOCK_M, BLOCK_N, HALVES)
-
-
-@triton.jit
-def conv_fwd_streamk_kernel(
-    x_desc, w_desc, y_desc, ws_ptr, count_ptr, C, K, N, HO, WO, PH, PW, STEPS,
-    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
-    SH: tl.constexpr = 1, SW: tl.constexpr = 1,
-):
-    """fwd as stream-K (`streamk`): every (tile, reduction step) in one row, tile after tile
-    in GROUP_M order, cut into equal runs of STEPS, one per program; a tile two or more
-    programs share is summed by _streamk_share."""
-    R = Y * X * tl.cdiv(C, BLOCK_K)
-    tiles = _tile_count(N, HO, WO, K, BI, BH, BW, BLOCK_N)
-    p = tl.program_id(0)
-    start = p * STEPS
-    end = tl.minimum(start + STEPS, tiles * R)
-    for tile in range(start // R, tl.cdiv(end, R)):
-        # GEMM rows M: the tile's box of output pixels; columns N: output channels k0..
-        n0, ho0, wo0, k0 = _tile_at(tile, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
-        # GEMM reduction R: this program's share of the tile's steps, lo..hi
-        first = tile * R
-        lo = tl.maximum(start - first, 0)
-        hi = tl.minimum(end - first, R)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, lo, hi, Y, X, DH, DW,
-                         USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
-                         BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
-        if (lo == 0) & (hi == R):
-            y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
-        else:
-            last, total = _streamk_share(acc, p, start, first, R, STEPS, tile, ws_ptr, count_ptr,
-                                         BLOCK_M, BLOCK_N)
-            if last:
-                y_desc.store([n0, ho0, wo0, k0], total.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
 
 
 @triton.jit
@@ -639,11 +588,6 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
                                           flat=flat),
                        C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
-        if cfg.streamk:
-            programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
-            return launch.LaunchSpec(conv_fwd_streamk_kernel, (programs,),
-                                     {**runtime, "ws_ptr": ws, "count_ptr": counts, "STEPS": steps},
-                                     {**geo, "BI": bi, "BH": bh, "BW": bw, **strides}, (ws, counts))
         grid = (cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n),)
         grid, persist = _persistent(grid, cfg, out)
         return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime,
@@ -697,17 +641,11 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
 
 
 def streamk_steps(p, cfg, units: int) -> tuple[int, int, int, int]:
-    """(programs, steps per program, tiles, steps per tile) of a stream-K launch on a device
-    of `units` SMs: cfg.streamk programs per SM share the tiles' reduction steps (fwd: a
-    tap's channel block; bwd_weight: a box of output pixels)."""
-    if p.direction.name == "fwd":
-        n, ho, wo = pixel_grid(p)
-        bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
-        tiles = cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n)
-        tile_steps = p.y * p.x * cdiv(p.c, cfg.block_k)
-    else:
-        tiles = cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n) * p.y * p.x
-        tile_steps = pixel_boxes(p, cfg.block_k)
+    """(programs, steps per program, tiles, steps per tile) of bwd_weight's stream-K launch
+    on a device of `units` SMs: cfg.streamk programs per SM share the tiles' reduction steps
+    (boxes of output pixels)."""
+    tiles = cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n) * p.y * p.x
+    tile_steps = pixel_boxes(p, cfg.block_k)
     work = tiles * tile_steps
     steps = cdiv(work, min(work, cfg.streamk * units))
     return cdiv(work, steps), steps, tiles, tile_steps
