@@ -604,6 +604,14 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
         for stages in (2, 3, 4):
             out.append(_vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                              num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1))
+        if (bm, bn) == (128, 128):
+            # one warpgroup on a 128x128 tile with 2 stages: two programs on an SM, each
+            # loading while the other multiplies (bwd_weight's fastest 3x3 512->512 7x7 tile);
+            # and a fifth stage for 8 warps
+            out.append(_vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=2,
+                             num_warps=4, split=1, tma=1))
+            out.append(_vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=5,
+                             num_warps=8, split=1, tma=1))
     if problem.direction.tile_k(problem) >= 256 and _channel_block(problem, 128) == 128:
         # 128-channel steps for long reductions: half the loop trips and wgmma waits (the
         # 1x1 layers of 1024 and 2048 channels trailed cuDNN by 0.71-0.79x with 64)
