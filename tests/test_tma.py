@@ -178,6 +178,35 @@ def test_stream_k_shares_every_tile(case, per_sm):
     _check(p, out, ref)
 
 
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="real sizes: needs a GPU")
+@pytest.mark.parametrize("stride", [1, 2])
+def test_every_stream_k_config_of_the_space_on_a_real_layer(stride):
+    # tune checks only each problem's winner; one stream-K config (since removed) gave
+    # wrong results on the H100 at ResNet-50 sizes while the interpreter agreed
+    # (docs/traps.md), so every config of the space runs here once on a GPU
+    import torch
+
+    from convgen.backend import current
+    from convgen.inputs import DataSpec, empty_output, make_inputs
+    from convgen.kernels.launch import run_conv
+    from oracle import torch_conv
+    p = _problem("bwd_weight", n=64, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
+                 x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
+    be = current()
+    configs = [c for c in config.space(p, be) if c.streamk]
+    assert configs
+    tensors = make_inputs(p, DataSpec(seed=5), be.torch_device)
+    ref = torch_conv(p, {k: v.cpu() for k, v in tensors.items()})
+    for cfg in configs:
+        out = empty_output(p, be.torch_device)
+        run_conv(p, tensors, out, cfg, True, be)
+        torch.cuda.synchronize()
+        try:
+            _check(p, out.cpu(), ref)
+        except AssertionError as e:
+            raise AssertionError(f"{cfg.describe()}: {e}") from None
+
+
 def test_stream_k_in_the_space_where_chains_are_short():
     short = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=14, wi=14, y=3, x=3,
                      stride=(2, 2), pad=(1, 1, 1, 1))
