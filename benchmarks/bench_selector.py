@@ -60,7 +60,7 @@ def _stages(problems, be, path) -> dict:
         t2 = time.perf_counter()
         x = np.asarray(selector.feature_rows(p, ok, dev), dtype=np.float64)
         t3 = time.perf_counter()
-        model.booster(p.direction.name).predict(x)
+        model.pick_rows(p.direction.name, x)
         t4 = time.perf_counter()
         for k, a, b in (("space", t0, t1), ("runnable", t1, t2), ("features", t2, t3),
                         ("predict", t3, t4)):

@@ -140,6 +140,28 @@ def test_a_model_ranks_the_problems_it_learnt_near_their_best(problems, model):
     assert sum(effs) / len(effs) > 0.9
 
 
+def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(problems, model,
+                                                                          monkeypatch):
+    import numpy as np
+    monkeypatch.setattr(selector, "PREFILTER_TREES", 7)   # the fixture's model has 60 trees
+    ranked_first = 0
+    for prob in problems[::5]:
+        d = prob.problem.direction.name
+        x = np.asarray(selector.feature_rows(prob.problem, prob.configs, prob.device))
+        booster = model.booster(d)
+        index, predicted = model.pick(prob.problem, prob.configs, prob.device)
+        full = booster.predict(x)
+        if len(x) <= selector.PREFILTER_KEEP:
+            assert index == int(full.argmax())
+        else:
+            quick = booster.predict(x, selector.PREFILTER_TREES)
+            ranked = set(np.argsort(-quick, kind="stable")[:selector.PREFILTER_KEEP].tolist())
+            assert index in ranked and full[index] == max(full[i] for i in ranked)
+            ranked_first += 1
+        assert predicted == pytest.approx(float(np.expm1(full[index])))
+    assert ranked_first
+
+
 def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, model):
     import lightgbm
     import numpy as np
@@ -149,6 +171,8 @@ def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, mod
         d = prob.problem.direction.name
         x = np.asarray([selector.features(prob.problem, c, prob.device) for c in prob.configs])
         assert np.array_equal(model.booster(d).predict(x), packages[d].predict(x, num_threads=1))
+        assert np.array_equal(model.booster(d).predict(x, 7),
+                              packages[d].predict(x, num_iteration=7, num_threads=1))
     with pytest.raises(ValueError, match="features expected"):
         model.booster("fwd").predict(np.zeros((2, 3)))
 

@@ -49,6 +49,12 @@ TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 
                 "verbosity": -1, "seed": 1, "deterministic": True, "force_row_wise": True,
                 "num_threads": 1}
 TREES = 300
+# A pick ranks every candidate by the first PREFILTER_TREES trees and lets the whole model
+# choose among the PREFILTER_KEEP ranked first: a third of the tree walks, and in 5-fold
+# cross-validation the same efficiency (87.0% / 58.0% mean / P10 against 86.7% / 55.4%
+# for the whole model on every candidate, 591 problems)
+PREFILTER_TREES = 60
+PREFILTER_KEEP = 8
 WARM_TREES = 150   # added on top of a warm start's trees
 
 # The device facts a feature uses, by the name the tuning database keys on: the units
@@ -472,6 +478,24 @@ class Model:
         x = np.asarray(feature_rows(p, configs, dev), dtype=np.float64)
         return np.expm1(self.booster(p.direction.name).predict(x))
 
+    def pick(self, p, configs, dev: Device) -> tuple[int, float]:
+        """(index, predicted TFLOPS) of the config the model picks for problem p."""
+        import numpy as np
+        return self.pick_rows(p.direction.name,
+                              np.asarray(feature_rows(p, configs, dev), dtype=np.float64))
+
+    def pick_rows(self, direction: str, x) -> tuple[int, float]:
+        """pick() of the candidates' feature rows x: the fastest by the whole model of the
+        PREFILTER_KEEP that its first PREFILTER_TREES trees rank first."""
+        import numpy as np
+        booster = self.booster(direction)
+        top = np.arange(len(x))
+        if len(x) > PREFILTER_KEEP:
+            top = np.argsort(-booster.predict(x, PREFILTER_TREES), kind="stable")[:PREFILTER_KEEP]
+        scores = booster.predict(x[top])
+        best = int(scores.argmax())
+        return int(top[best]), float(np.expm1(scores[best]))
+
 
 # ---- run-time selection ---------------------------------------------------------------------
 
@@ -523,9 +547,8 @@ def choose(problem, backend, given: str | None = ""):
         return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
     candidates = runnable(problem, backend, kconfig.space(problem, backend))
     dev = Device(backend.arch, backend.device_name())
-    predicted = model.predict(problem, candidates, dev)
-    best = int(predicted.argmax())
-    return candidates[best], float(predicted[best]), path
+    best, predicted = model.pick(problem, candidates, dev)
+    return candidates[best], predicted, path
 
 
 def runnable(problem, backend, space) -> list:
@@ -652,8 +675,9 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             t0 = time.perf_counter()
             if prob.problem.direction.name in model.texts:
                 allowed = short_chains(prob.problem, prob.configs)
-                pred = model.predict(prob.problem, [prob.configs[i] for i in allowed], prob.device)
-                chosen, predicted = allowed[int(pred.argmax())], float(pred.max())
+                best, predicted = model.pick(prob.problem, [prob.configs[i] for i in allowed],
+                                             prob.device)
+                chosen = allowed[best]
                 select_s.append(time.perf_counter() - t0)
             else:
                 # the training shapes held no problem of this direction: a run takes the rule
