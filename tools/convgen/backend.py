@@ -51,7 +51,7 @@ class Backend:
         # ROCm builds of torch call their GPU "cuda" too.
         return "cpu" if self.interpreter else "cuda"
 
-    @property
+    @functools.cached_property   # the selector asks for each candidate config
     def sm(self) -> int:
         """NVIDIA compute capability as a number (sm90 -> 90); 0 elsewhere."""
         digits = "".join(ch for ch in self.arch if ch.isdigit()) if self.kind == "cuda" else ""
@@ -65,7 +65,7 @@ class Backend:
             return self.arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95"))
         return True  # the interpreter emulates tl.dot
 
-    @property
+    @functools.cached_property
     def tma_unavailable(self) -> str | None:
         """None when the descriptor kernels (kernels/tma.py) run here, else why not. sm90+
         copies their boxes with TMA; the interpreter emulates descriptors (CI tests them)."""

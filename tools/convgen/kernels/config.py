@@ -191,7 +191,16 @@ def _channel_block(p, want: int) -> int:
 
 def tma_refused(problem, backend: Backend, use_dot: bool = True) -> str | None:
     """Why the descriptor kernels cannot run this problem on this backend; None: they can."""
-    return backend.tma_unavailable or tma_unsupported(problem, use_dot)
+    if backend.tma_unavailable:
+        return backend.tma_unavailable
+    # validate asks once per config of a space, the selector for every candidate: the
+    # answer is the problem's, kept for the last problem asked about
+    if _LAST_TMA[0] is not problem or _LAST_TMA[1] != use_dot:
+        _LAST_TMA[:] = [problem, use_dot, tma_unsupported(problem, use_dot)]
+    return _LAST_TMA[2]
+
+
+_LAST_TMA: list = [None, None, None]
 
 
 def pixel_box(n: int, h: int, w: int, block_m: int) -> tuple[int, int, int]:
