@@ -143,7 +143,7 @@ def test_persistent_programs_walk_every_tile(direction, case, halves):
     _check(p, out, ref)
 
 
-# stream-K (bwd_weight): the interpreter's 3 SMs (6 programs with streamk=2) share the tiles' steps;
+# stream-K (bwd_weight): the interpreter's 3 SMs (up to 6 programs with streamk=2) share the tiles' steps;
 # tile counts not divisible by 3 cut some tiles into two or more shares (one tile among all
 # the programs in the bwd_weight 1x1 cases), summed by the last share to finish. Each case:
 # (direction, problem, block_m, block_n)
@@ -207,6 +207,31 @@ def test_every_stream_k_config_of_the_space_on_a_real_layer(stride):
             raise AssertionError(f"{cfg.describe()}: {e}") from None
 
 
+def test_a_prepared_stream_k_launch_runs_again_and_again():
+    # the per-tile counts live with the prepared launch (a timing loop reruns it): the
+    # last share of each tile sets its count back to zero, or the next run's last share
+    # would not know it is last and shared tiles would keep their old values
+    import torch
+
+    from convgen.backend import current
+    from convgen.inputs import DataSpec, empty_output, make_inputs
+    from convgen.kernels.launch import prepare
+    from oracle import torch_conv
+    direction, kw, block_m, block_n = STREAMK_CASES["bwd_weight-2x2-padded"]
+    p = _problem(direction, "f16", **kw)
+    cfg = config.choose(p, SM90, True, {"tma": 1, "streamk": 2, "block_m": block_m,
+                                        "block_n": block_n, "block_k": 16})
+    be = current()
+    tensors = make_inputs(p, DataSpec(seed=21), be.torch_device)
+    ref = torch_conv(p, {k: v.cpu() for k, v in tensors.items()})
+    out = empty_output(p, be.torch_device)
+    run = prepare(p, tensors, out, cfg, True, be)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        run()
+        _check(p, out.cpu(), ref)
+
+
 def test_stream_k_in_the_space_where_chains_are_short():
     short = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=14, wi=14, y=3, x=3,
                      stride=(2, 2), pad=(1, 1, 1, 1))
@@ -231,6 +256,7 @@ def test_stream_k_in_the_space_where_chains_are_short():
 ])
 def test_stream_k_refusals(change, reason):
     kw = dict(n=2, c_total=16, k_total=16, hi=8, wi=8, y=3, x=3, pad=(1, 1, 1, 1))
+    change = dict(change)
     direction = change.pop("direction", "bwd_weight")
     kw.update({k: v for k, v in change.items() if k in ("stride", "hi")})
     perf = {"tma": 1, "streamk": 1, **{k: v for k, v in change.items() if k not in ("stride", "hi")}}

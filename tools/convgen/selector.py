@@ -108,7 +108,7 @@ FEATURES = (
     ("fill_k", "the same along the reduction walk (a tap's channels, or bwd_weight's pixels)"),
     ("fill_mn", "fill_m * fill_n"),
     ("programs", "programs launched (tiles x parts x groups; persistent: at most one per unit; "
-                 "stream-K: streamk per unit)"),
+                 "stream-K: streamk per unit, at most one per reduction step)"),
     ("waves", "tiles (x parts x groups) per unit (SM or CU)"),
     ("wave_fill", "fraction of the last wave's units that have work"),
     ("part_length", "reduction length of one split part"),
@@ -213,7 +213,10 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     tiles_m = _cdiv(m, bm)
     work = tiles_m * tiles_n * split * q.g     # tiles, each a program unless persistent
     units = dev.units or 1
-    programs = min(work, units * (cfg.streamk or 1)) if cfg.persistent or cfg.streamk else work
+    programs = min(work, units) if cfg.persistent else work
+    if cfg.streamk:
+        from convgen.kernels.tma import streamk_steps
+        programs = streamk_steps(q, cfg, units)[0]
     waves = work / units
     # stream-K gives every program an equal share: no last wave part empty
     wave_fill = 1.0 if cfg.streamk else work / (math.ceil(waves) * units)

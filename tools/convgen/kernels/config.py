@@ -585,10 +585,11 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
         if streamk_fits(problem) and problem.gemm[2] <= MAX_CHAIN:
             # stream-K where a few tiles leave a wave part empty (3x3 512->512 on 7x7 images:
             # 144 tiles on 132 SMs) and every part is a short chain; 3 stages of 128x128x64
-            # leave room for two programs per SM (streamk=2). 128x128 tiles were no faster
-            # with it on the H100 (0.159 against 0.154 ms there): each step reads 64 products
-            # per byte, and the SMs together read ~6 TB/s from L2. 128x256 tiles read 85 per
-            # byte, and their 72 tiles there would leave half the SMs idle without stream-K.
+            # leave room for two programs per SM (streamk=2). There 128x128 tiles gained
+            # nothing from it on the H100 (0.159 against 0.154 ms): each step reads 64
+            # products per byte, and the SMs together read ~6 TB/s from L2. 128x256 tiles
+            # read 85 per byte, and their 72 tiles there would leave half the SMs idle
+            # without stream-K (0.136 ms with 256x128).
             # Not here: 128x64 tiles of 128-pixel boxes, 4 warps, 3 stages, two per SM, whose
             # results were wrong on the H100 (Triton 3.6) for 5 of 6 ResNet-50 layers though
             # the interpreter agreed (docs/traps.md)

@@ -196,7 +196,8 @@ def kernel_digest(direction) -> str:
     shared pieces in kernels/common.py, the descriptor kernels in kernels/tma.py and their
     box shapes and pixel grids in config.py, the folded problems of kernels/s2d.py): the
     tuning database keys times on it, so a kernel change never selects a config timed on
-    the old code."""
+    the old code (also which input view the descriptor kernels take: strided_view,
+    phase_view)."""
     from convgen.kernels import common, config, s2d, tma
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
@@ -204,6 +205,7 @@ def kernel_digest(direction) -> str:
         with open(path, "rb") as f:
             h.update(f.read())
     # the descriptor kernels' box shapes are chosen in config.py, with the rest of the rule
-    for fn in (config.pixel_box, config.pixel_boxes, config.flat_pixels, config.pixel_grid):
+    for fn in (config.pixel_box, config.pixel_boxes, config.flat_pixels, config.pixel_grid,
+               config.strided_view, config.phase_view):
         h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]

@@ -8,14 +8,16 @@ n*h*w pixels as BI-long runs: `config.flat_pixels`). For stride 1 the input pixe
 box shifted by the tap's offset (a 1x1 filter with a stride and no padding reads a
 strided view of the input instead: fwd and bwd_weight), so each reduction step is one box
 load of the input (or output gradient) and one of the filter, through tensor descriptors.
-In bwd_data and bwd_weight a stride of 2 takes the input (gradient) as up to four phase
-views, the pixels whose row and column leave remainders (a, b) by the stride: each filter
-tap reads (bwd_weight) or each program writes (bwd_data) whole boxes of one phase, and
-each phase has its own taps. fwd with a stride takes one descriptor over all phases at
-once, (n, i, a, j, b*C + c) for input row SH*i + a and column SW*j + b, so each tap's
-pixels are one box of it and the loop stays one loop over (tap, channel block). (Four
-phase descriptors summed in four pipelined loops in a row compiled into wrong results on
-the H100 with Triton 3.6 for 128-row tiles, though the interpreter agreed; docs/traps.md.)
+In bwd_data a stride of 2 takes the input gradient as up to four phase views, the pixels
+whose row and column leave remainders (a, b) by the stride: each program writes whole
+boxes of one phase, and each phase has its own taps. fwd with a stride takes one
+descriptor over all phases at once, (n, i, a, j, b*C + c) for input row SH*i + a and
+column SW*j + b, so each tap's pixels are one box of it and the loop stays one loop over
+(tap, channel block); bwd_weight takes the same view where the stride divides the
+input's rows and columns (`config.phase_view`), else four phase views, each tap reading
+boxes of one. (Four phase descriptors summed in four pipelined loops in a row compiled
+into wrong results on the H100 with Triton 3.6 for 128-row tiles, though the interpreter
+agreed; four loops behind a branch each kept their own pipeline buffers; docs/traps.md.)
 So:
 
   * the copy engine (TMA on Hopper) moves whole boxes into shared memory asynchronously,
@@ -26,7 +28,9 @@ So:
 
 The filter tap stays outside and channel blocks inside, in one flat loop as in the pointer
 kernels. bwd_weight's reduction walks pixel boxes, split into parts as in
-conv_bwd_weight.py, whose fp32 sums split_sum_kernel adds in part order. Where this path
+conv_bwd_weight.py, whose fp32 sums split_sum_kernel adds in part order, or (`streamk`)
+shared out as stream-K, every (tile, box) step in a row and an equal run of it per
+program, a tile that programs share summed by the last of them. Where this path
 cannot go, `config.tma_unsupported` says why and config.validate refuses `tma=1`. Triton
 lowers descriptors to TMA copies on sm90+; the interpreter emulates them (CI tests them).
 """
@@ -561,7 +565,8 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     geo = {**launch.geometry(p, "Y", "X", "DH", "DW"), **meta}
     # a strided 1x1 filter without padding reads every stride-th pixel: a strided view of
     # the input, whose pixels then map one to one onto the output's (fwd, bwd_weight); any
-    # other stride takes the input (gradient) as one phase view per remainder (a, b)
+    # other stride takes the input (gradient) as phase views (one per remainder (a, b), or
+    # one over them all: fwd, and bwd_weight where config.phase_view)
     step = (p.stride_h, p.stride_w)
     phased = step != (1, 1) and not strided_view(p)
     name = p.direction.name
@@ -611,6 +616,11 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     # bwd_weight: block_k is the reduction's box of output pixels
     bi, bh, bw = pixel_box(n, ho, wo, cfg.block_k)
     if cfg.streamk:
+        if phased and not phase_view(p):
+            # config.validate refuses it; a launch without validation must not read a
+            # phase view that leaves out the last row or column
+            raise ConvgenError(f"streamk={cfg.streamk}: bwd_weight with a stride on rows or "
+                               "columns that are not multiples of it", field="perf_config")
         return _bwd_weight_streamk(p, x, w, y, out, cfg, geo, (bi, bh, bw), step if phased else (1, 1))
     split, per = bwd_weight_parts(p, cfg)
     ws = None
