@@ -595,8 +595,8 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             # the interpreter agreed (docs/traps.md)
             for bm, bn, box, warps, stages, per_sm in (
                     (128, 128, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (128, 128, 64, 4, 3, 2),
-                    (128, 128, 128, 8, 3, 1), (128, 64, 64, 4, 4, 1), (128, 256, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1),
-                    (256, 128, 64, 8, 4, 1)):
+                    (128, 128, 128, 8, 3, 1), (128, 64, 64, 4, 4, 1), (128, 256, 64, 8, 3, 1),
+                    (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1), (256, 128, 64, 8, 4, 1)):
                 if bm > max(64, _next_pow2(problem.k)) or bn > max(64, _next_pow2(problem.c)):
                     continue
                 out.append(_vary(base, block_m=bm, block_n=_narrow(problem.c, bn), block_k=box,

@@ -108,6 +108,16 @@ def _phase_tap_block(r, NB, tx, fy0, fx0, SH: tl.constexpr, SW: tl.constexpr, BL
 
 
 @triton.jit
+def _tap_phase(fy, fx, PH, PW, SH: tl.constexpr, SW: tl.constexpr):
+    """bwd_weight's tap (fy, fx) on a strided input: it reads input rows SH*ho + fy - PH,
+    of phase pa (their remainder by SH), at rows ho + dh of that phase (an exact division);
+    columns alike. -> (pa, pb, dh, dw)."""
+    pa = (fy + SH * PH - PH) % SH
+    pb = (fx + SW * PW - PW) % SW
+    return pa, pb, (fy - PH - pa) // SH, (fx - PW - pb) // SW
+
+
+@triton.jit
 def _store_tile(desc, acc, n0, h0, w0, c0, BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HALVES: tl.constexpr):
     """A persistent kernel's C tile into its box (first image, row, column, channel): whole,
@@ -315,14 +325,9 @@ def _wgrad_steps(acc, y_desc, x_desc, t0, t1, th, tw, k0, c0, fy, fx, C, PH, PW,
             b = x_desc.load([n0, ho0 + fy * DH - PH, wo0 + fx * DW - PW, c0]).reshape(BLOCK_R, BLOCK_N)
             acc = mac(acc, a.T, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     else:
-        # the tap reads input rows SH*ho + fy - PH: phase pa (their remainder by SH), at
-        # rows ho + (fy - PH - pa) / SH of it, an exact division (columns alike). Channels
-        # past C in the row of phase pb + 1 meet only columns past C of the tile, which the
-        # store leaves out
-        pa = (fy + SH * PH - PH) % SH
-        pb = (fx + SW * PW - PW) % SW
-        dh = (fy - PH - pa) // SH
-        dw = (fx - PW - pb) // SW
+        # channels past C in the row of phase pb + 1 meet only columns past C of the tile,
+        # which the store leaves out
+        pa, pb, dh, dw = _tap_phase(fy, fx, PH, PW, SH, SW)
         for t in range(t0, t1):
             # GEMM reduction R: output-pixel boxes; the tap's phase and shift
             n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
@@ -367,24 +372,28 @@ def conv_bwd_weight_tma_kernel(
                            k0, c0, fy, fx, C, PH, PW, DH, DW, SH, SW, BI, BH, BW, BLOCK_M, BLOCK_N,
                            USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     else:
-        # input rows and columns not multiples of the stride: one phase view per remainder
-        pa = (fy + SH * PH - PH) % SH
-        pb = (fx + SW * PW - PW) % SW
-        dh = (fy - PH - pa) // SH
-        dw = (fx - PW - pb) // SW
+        # input rows and columns not multiples of the stride: one phase view per remainder,
+        # each a stride-1 input that the tap shifts by (dh, dw)
+        pa, pb, dh, dw = _tap_phase(fy, fx, PH, PW, SH, SW)
         ph = pa * SW + pb
+        t0 = s * PER
+        t1 = tl.minimum(boxes, s * PER + PER)
         if ph == 0:
-            acc = _wgrad_boxes(acc, y_desc, x_desc, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
-                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+            acc = _wgrad_steps(acc, y_desc, x_desc, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
+                               BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
+                               ACC_INT, MAX_IMPRECISE)
         elif ph == 1:
-            acc = _wgrad_boxes(acc, y_desc, x_desc1, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
-                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+            acc = _wgrad_steps(acc, y_desc, x_desc1, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
+                               BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
+                               ACC_INT, MAX_IMPRECISE)
         elif ph == 2:
-            acc = _wgrad_boxes(acc, y_desc, x_desc2, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
-                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+            acc = _wgrad_steps(acc, y_desc, x_desc2, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
+                               BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
+                               ACC_INT, MAX_IMPRECISE)
         else:
-            acc = _wgrad_boxes(acc, y_desc, x_desc3, s, PER, boxes, th, tw, k0, c0, dh, dw, BI, BH, BW,
-                               BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+            acc = _wgrad_steps(acc, y_desc, x_desc3, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
+                               BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
+                               ACC_INT, MAX_IMPRECISE)
     rm = k0 + tl.arange(0, BLOCK_M)
     rn = c0 + tl.arange(0, BLOCK_N)
     ok = (rm < K)[:, None] & (rn < C)[None, :]
@@ -407,11 +416,13 @@ def conv_bwd_weight_streamk_kernel(
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
-    SH: tl.constexpr = 1, SW: tl.constexpr = 1,
+    SH: tl.constexpr = 1, SW: tl.constexpr = 1, PHASE_VIEW: tl.constexpr = False,
 ):
     """bwd_weight as stream-K (`streamk`): every (tile, reduction box) step in one row, tile
     after tile, cut into equal runs of STEPS, one per program; a tile two or more programs
-    share is summed by _streamk_share."""
+    share is summed by _streamk_share. One input descriptor: a strided input must come as
+    the phase view."""
+    tl.static_assert(SH * SW == 1 or PHASE_VIEW)
     tiles_c = tl.cdiv(C, BLOCK_N)
     tiles_kc = tl.cdiv(K, BLOCK_M) * tiles_c
     th = tl.cdiv(HO, BH)
@@ -447,24 +458,6 @@ def conv_bwd_weight_streamk_kernel(
                                          count_ptr, BLOCK_M, BLOCK_N)
             if last:
                 tl.store(out, total.to(w_ptr.dtype.element_ty), mask=ok)
-
-
-@triton.jit
-def _wgrad_boxes(acc, y_desc, xd, s, PER, boxes, th, tw, k0, c0, dh, dw,
-                 BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-                 DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr):
-    """bwd_weight's loop for a strided tap: part s's output-pixel boxes against the input box
-    (dh, dw) away in phase view xd."""
-    BLOCK_R: tl.constexpr = BI * BH * BW
-    for t in range(s * PER, tl.minimum(boxes, s * PER + PER)):
-        # GEMM reduction R: output-pixel boxes of part s
-        n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
-        a = y_desc.load([n0, ho0, wo0, k0]).reshape(BLOCK_R, BLOCK_M)
-        b = xd.load([n0, ho0 + dh, wo0 + dw, c0]).reshape(BLOCK_R, BLOCK_N)
-        acc = mac(acc, a.T, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-    return acc
 
 
 @triton.jit
@@ -615,30 +608,34 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                                  {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
     # bwd_weight: block_k is the reduction's box of output pixels
     bi, bh, bw = pixel_box(n, ho, wo, cfg.block_k)
+    if phase_view(p):
+        xs = {"x_desc": _phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_n], step)}
+        strides["PHASE_VIEW"] = True
+    elif cfg.streamk and phased:
+        # config.validate refuses it; a launch without validation must not take four phase
+        # views to a kernel that reads one
+        raise ConvgenError(f"streamk={cfg.streamk}: bwd_weight with a stride on rows or "
+                           "columns that are not multiples of it", field="perf_config")
+    else:
+        xs = inputs([bi, bh, bw, cfg.block_n])
+    sw = dict(zip(L["filter"], w.stride()))
+    runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m], flat=flat),
+                   **xs, w_ptr=w,
+                   C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l,
+                   sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"])
+    constexprs = {**{k: v for k, v in geo.items() if k not in ("BLOCK_K", "GROUP_M")},
+                  "BI": bi, "BH": bh, "BW": bw, **strides}
     if cfg.streamk:
-        if phased and not phase_view(p):
-            # config.validate refuses it; a launch without validation must not read a
-            # phase view that leaves out the last row or column
-            raise ConvgenError(f"streamk={cfg.streamk}: bwd_weight with a stride on rows or "
-                               "columns that are not multiples of it", field="perf_config")
-        return _bwd_weight_streamk(p, x, w, y, out, cfg, geo, (bi, bh, bw), step if phased else (1, 1))
+        programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
+        return launch.LaunchSpec(conv_bwd_weight_streamk_kernel, (programs,),
+                                 {**runtime, "ws_ptr": ws, "count_ptr": counts, "STEPS": steps},
+                                 constexprs, (ws, counts))
     split, per = bwd_weight_parts(p, cfg)
     ws = None
     if split > 1:
         ws = torch.empty((split * p.k * p.gemm[1],), dtype=torch.float32, device=out.device)
-    sw = dict(zip(L["filter"], w.stride()))
-    if phase_view(p):
-        xs = {"x_desc": _phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_n], step)}
-        strides["PHASE_VIEW"] = True
-    else:
-        xs = inputs([bi, bh, bw, cfg.block_n])
-    runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m], flat=flat),
-                   **xs,
-                   w_ptr=w, ws_ptr=w if ws is None else ws,
-                   C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l,
-                   sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"], PER=per)
-    constexprs = {**{k: v for k, v in geo.items() if k not in ("BLOCK_K", "GROUP_M")},
-                  "SPLIT": split, "BI": bi, "BH": bh, "BW": bw, **strides}
+    runtime.update(ws_ptr=w if ws is None else ws, PER=per)
+    constexprs["SPLIT"] = split
     grid = (cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n), p.y * p.x, split)
 
     def reduce(compile_options):
@@ -669,26 +666,3 @@ def _streamk_buffers(p, cfg, out) -> tuple[int, int, object, object]:
     ws = torch.empty((programs * 2 * cfg.block_m * cfg.block_n,), dtype=torch.float32, device=out.device)
     counts = torch.zeros((tiles,), dtype=torch.int32, device=out.device)
     return programs, steps, ws, counts
-
-
-def _bwd_weight_streamk(p, x, w, y, out, cfg, geo, box, step) -> launch.LaunchSpec:
-    from convgen.problem import LOGICAL as L
-    bi, bh, bw = box
-    programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
-    if step != (1, 1):
-        x_desc = _phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_n], step)
-    else:
-        x_desc = _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_n], (p.stride_h, p.stride_w),
-                             flat=flat_pixels(p))
-    n, ho, wo = pixel_grid(p)
-    sw = dict(zip(L["filter"], w.stride()))
-    runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m], flat=flat_pixels(p)),
-                   x_desc=x_desc, w_ptr=w, ws_ptr=ws, count_ptr=counts,
-                   C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l,
-                   sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"], STEPS=steps)
-    constexprs = {**{k: v for k, v in geo.items() if k not in ("BLOCK_K", "GROUP_M")},
-                  "BI": bi, "BH": bh, "BW": bw}
-    if step != (1, 1):
-        constexprs.update(SH=step[0], SW=step[1])
-    return launch.LaunchSpec(conv_bwd_weight_streamk_kernel, (programs,), runtime, constexprs,
-                             (ws, counts))
