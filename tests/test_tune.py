@@ -97,8 +97,49 @@ def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
         assert r.best is not None and r.best_ms > 0 and not r.note
 
 
+def test_retime_before_times_again_only_what_was_timed_before_it(tmp_path, monkeypatch):
+    db = str(tmp_path / "t.sqlite")
+    args = cli.parse_tune(["--db", db, "--max-configs", "2", "--retime-before",
+                           "2000-01-01T00:00:00", *PROBLEM])
+    assert args["retime_before"] == "2000-01-01T00:00:00"
+    (first,) = tune.tune(args["configs"], db, max_configs=2, progress=False)
+    assert first.measured == 2
+    # nothing was timed before 2000: a run with that time measures nothing again
+    (same,) = tune.tune(args["configs"], db, max_configs=2, progress=False,
+                        retime_before="2000-01-01T00:00:00")
+    assert same.measured == 0 and same.skipped == 2
+    # both were timed before 2100: both again, their rows replaced by the new times
+    monkeypatch.setattr(tune, "_time", lambda run, be: 123.0)
+    (again,) = tune.tune(args["configs"], db, max_configs=2, progress=False,
+                         retime_before="2100-01-01T00:00:00")
+    assert again.measured == 2 and again.skipped == 0
+    with TuningDB(db, readonly=True) as t:
+        rows = t.measured(_key(args["configs"][0]))
+    assert sorted(ms for status, ms, _ in rows.values() if status == "ok") == [123.0, 123.0]
+
+
+@pytest.mark.skipif(current().interpreter, reason="CUDA graphs: needs a GPU")
+def test_tune_times_the_gpu_not_the_python_that_launches():
+    # a launch whose Python costs 2 ms: timed per call it measures >= 2 ms (the GPU waits
+    # for the host); tune times the GPU's work alone, and that work does run
+    import time
+
+    import torch
+    x = torch.zeros(1024, device="cuda")
+
+    def run():
+        time.sleep(0.002)
+        x.add_(1)
+    ms = tune._time(run, current())
+    torch.cuda.synchronize()
+    assert ms < 0.5, ms
+    assert x[0].item() > 10 and bool((x == x[0]).all())
+
+
 @pytest.mark.parametrize("argv, message", [
     (["tune"], "no problem to tune"),
+    (["tune", "--retime-before", "yesterday", *PROBLEM],
+     "invalid value 'yesterday' for --retime-before: expected a time as YYYY-MM-DDTHH:MM:SS"),
     (["tune", "--layers", "vgg"], "invalid value 'vgg' for --layers: expected one of issue, selector, resnet50"),
     (["tune", "--max-configs", "many", *PROBLEM],
      "invalid value 'many' for --max-configs: expected a positive integer"),

@@ -939,6 +939,15 @@ _DIRECTION_OPERATION = {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
                         "bwd_weight": "conv2d_bwd_weight"}
 
 
+def _timestamp(text: str) -> str:
+    """A time as the tuning database writes it (measured_at), so the two compare as text."""
+    import datetime
+    try:
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").strftime("%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        raise ValueError("expected a time as YYYY-MM-DDTHH:MM:SS") from None
+
+
 def _list(conv: Callable[[str], Any]) -> Callable[[str], tuple]:
     """A comma-separated list, each item converted."""
     return lambda text: tuple(conv(item) for item in text.split(","))
@@ -961,6 +970,10 @@ TUNE_FLAGS = _table(
         ("max_configs", "max_configs", _size, "measure at most the first N configs of the space",
          "all"),
         ("jobs", "jobs", _size, "configs compiled at once", "the CPU count"),
+        ("retime_before", "retime_before", _timestamp,
+         "time again every config that ran and was timed before this UTC time "
+         "(YYYY-MM-DDTHH:MM:SS, as the database's measured_at; a stopped run given the same "
+         "time goes on where it stopped)", "off"),
         ("allow_cpu", "allow_cpu", _switch(),
          "in Triton's interpreter, still choose a best (its times mean nothing)", "off"),
     ]))
@@ -1125,7 +1138,7 @@ def parse_tune(argv: list[str]) -> dict:
             raise _named(e, words) from None
     return {"configs": configs, "db": tuning_db.resolve(v.get("db", ""), writing=True),
             "max_configs": v.get("max_configs"), "jobs": v.get("jobs"),
-            "allow_cpu": v.get("allow_cpu", False)}
+            "allow_cpu": v.get("allow_cpu", False), "retime_before": v.get("retime_before")}
 
 
 # ---- what other tools need spelled --------------------------------------------------------
@@ -1261,7 +1274,8 @@ def main(argv: list[str] | None = None) -> int:
             args = parse_tune(argv[1:])
             return report_tuning(tune(args["configs"], args["db"], args["jobs"],
                                       args["max_configs"], args["allow_cpu"],
-                                      done=report_problem), args["db"])
+                                      done=report_problem,
+                                      retime_before=args["retime_before"]), args["db"])
         if argv and argv[0] in ("train-selector", "eval-selector"):
             if wants_help:
                 print(usage(SELECTOR_FLAGS), end="")

@@ -3,7 +3,8 @@
 For each problem (a RunConfig built by the CLI): every config of `kernels.config.space`
 not yet in the database is checked (an invalid one is recorded as such and never stops
 the run), compiled on all CPU cores at once, then timed on the GPU one at a time (median
-of triton.testing.do_bench). The fastest is run once more through the whole convgen
+of triton.testing.do_bench over a CUDA graph of the launches: the GPU's time, not
+Python's). The fastest is run once more through the whole convgen
 check (the reference and verifier of a test run); if it passes it becomes the problem's
 best, else it is recorded as "wrong" and the next fastest is checked. Every measurement
 is committed as it is made, so an interrupted run resumes where it stopped.
@@ -40,9 +41,10 @@ class TuneResult:
 
 def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
          max_configs: int | None = None, allow_cpu: bool = False, progress: bool = True,
-         done=None) -> list[TuneResult]:
+         done=None, retime_before: str | None = None) -> list[TuneResult]:
     """Tune each problem in turn; `done(result)` hears of each as it finishes (a run
-    stopped early has said what it did)."""
+    stopped early has said what it did). `retime_before` (a measured_at time): configs
+    timed before it count as not measured (a change in how times are taken)."""
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
     for c in configs:   # before the database is opened: a refused run leaves it untouched
@@ -53,13 +55,14 @@ def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
     with TuningDB(db_path) as db:
         for c in configs:
             results.append(_tune_one(c, db, be, jobs or os.cpu_count() or 1, max_configs,
-                                     allow_cpu, progress))
+                                     allow_cpu, progress, retime_before))
             if done is not None:
                 done(results[-1])
     return results
 
 
-def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress) -> TuneResult:
+def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress,
+              retime_before=None) -> TuneResult:
     from tqdm import tqdm
 
     from convgen import inputs
@@ -73,6 +76,9 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
         raise ConvgenError(why, field="type")
     key = key_for(p, be)
     done = db.measured(key)
+    if retime_before:
+        for text in db.timed_before(key, retime_before):
+            del done[text]
     space = kconfig.space(p, be)
     if max_configs:
         space = space[:max_configs]
@@ -149,12 +155,37 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
 
 
 def _time(run, be) -> float:
+    """Median ms of run()'s launches on the GPU, L2 flushed before each (do_bench), timed as
+    one CUDA graph's replay: Python's cost of a launch stays out. On the H100's host a
+    launch costs 35-400 us of Python (descriptors, a split's second kernel), more than
+    do_bench's L2 flush hides, so kernels of a few microseconds were timed as the host's
+    time (a 5 us launch measured 70 us) and a config's rank on small problems was noise."""
     if be.interpreter:
         t0 = time.perf_counter()
         run()
         return (time.perf_counter() - t0) * 1e3
     import triton
-    return triton.testing.do_bench(run, warmup=10, rep=50, return_mode="median")
+    replay = _graph(run)
+    return triton.testing.do_bench(replay or run, warmup=10, rep=50, return_mode="median")
+
+
+def _graph(run):
+    """run()'s launches captured as one CUDA graph -> its replay, or None when a launch
+    cannot be captured (then run itself is timed)."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):   # capture wants the launches warmed on a side stream
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            run()
+    except RuntimeError:
+        torch.cuda.synchronize()
+        return None
+    return graph.replay
 
 
 def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> None:

@@ -115,7 +115,7 @@ def _busy(e: sqlite3.OperationalError) -> bool:
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
 
 
 class TuningDB:
@@ -242,6 +242,13 @@ class TuningDB:
         with closing(self.con.execute(
                 f"SELECT config, status, ms, error FROM measurements WHERE {_KEY_MATCH}", key)) as cur:
             return {c: (s, ms, e) for c, s, ms, e in cur}
+
+    def timed_before(self, key: dict, when: str) -> list[str]:
+        """The configs of this key that ran and were timed before `when` (a measured_at)."""
+        with closing(self.con.execute(
+                f"SELECT config FROM measurements WHERE {_KEY_MATCH} AND status = 'ok' "
+                "AND measured_at < :when", {**key, "when": when})) as cur:
+            return [c for (c,) in cur]
 
     def best(self, key: dict) -> Best | None:
         row = self.con.execute(f"SELECT config, ms, tflops, checked, measured_at FROM best "
