@@ -207,7 +207,37 @@ def test_every_stream_k_config_of_the_space_on_a_real_layer(stride):
             raise AssertionError(f"{cfg.describe()}: {e}") from None
 
 
-def test_a_prepared_stream_k_launch_runs_again_and_again():
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="real sizes: needs a GPU")
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("batch", [64, 150])
+def test_every_tail_config_of_the_space_on_a_real_layer(stride, batch):
+    # as stream-K above: each config once on a GPU, at a batch whose tiles are fewer than
+    # the SMs (every tile shared) and one whose tiles fill a wave and leave some
+    import torch
+
+    from convgen.backend import current
+    from convgen.inputs import DataSpec, empty_output, make_inputs
+    from convgen.kernels.launch import run_conv
+    from oracle import torch_conv
+    p = _problem("fwd", n=batch, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
+                 x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
+    be = current()
+    configs = [c for c in config.space(p, be) if c.tail]
+    assert len(configs) == 4
+    tensors = make_inputs(p, DataSpec(seed=6), be.torch_device)
+    ref = torch_conv(p, {k: v.cpu() for k, v in tensors.items()})
+    for cfg in configs:
+        out = empty_output(p, be.torch_device)
+        run_conv(p, tensors, out, cfg, True, be)
+        torch.cuda.synchronize()
+        try:
+            _check(p, out.cpu(), ref)
+        except AssertionError as e:
+            raise AssertionError(f"{cfg.describe()}: {e}") from None
+
+
+@pytest.mark.parametrize("sharing", ["streamk", "tail"])
+def test_a_prepared_shared_tile_launch_runs_again_and_again(sharing):
     # the per-tile counts live with the prepared launch (a timing loop reruns it): the
     # last share of each tile sets its count back to zero, or the next run's last share
     # would not know it is last and shared tiles would keep their old values
@@ -217,10 +247,14 @@ def test_a_prepared_stream_k_launch_runs_again_and_again():
     from convgen.inputs import DataSpec, empty_output, make_inputs
     from convgen.kernels.launch import prepare
     from oracle import torch_conv
-    direction, kw, block_m, block_n = STREAMK_CASES["bwd_weight-2x2-padded"]
-    p = _problem(direction, "f16", **kw)
-    cfg = config.choose(p, SM90, True, {"tma": 1, "streamk": 2, "block_m": block_m,
-                                        "block_n": block_n, "block_k": 16})
+    if sharing == "streamk":
+        direction, kw, block_m, block_n = STREAMK_CASES["bwd_weight-2x2-padded"]
+        p = _problem(direction, "f16", **kw)
+        perf = {"streamk": 2, "block_m": block_m, "block_n": block_n}
+    else:
+        p = _problem("fwd", "f16", **TAIL_CASES["3x3"])
+        perf = {"tail": 2, "block_m": 32, "block_n": 16}
+    cfg = config.choose(p, SM90, True, {"tma": 1, "block_k": 16, **perf})
     be = current()
     tensors = make_inputs(p, DataSpec(seed=21), be.torch_device)
     ref = torch_conv(p, {k: v.cpu() for k, v in tensors.items()})
@@ -262,6 +296,70 @@ def test_stream_k_refusals(change, reason):
     perf = {"tma": 1, "streamk": 1, **{k: v for k, v in change.items() if k not in ("stride", "hi")}}
     with pytest.raises(ConvgenError, match=reason):
         config.choose(_problem(direction, **kw), SM90, True, perf)
+
+
+# fwd's shared leftover tiles (`tail`): on the interpreter's 3 SMs some tiles fill whole
+# waves and the rest are shared; reductions whose steps the parts cut unevenly (18 steps
+# in 4), a strided fwd on its phase view, a 1x1 on a run of pixels
+TAIL_CASES = {
+    "3x3": dict(n=2, c_total=24, k_total=56, hi=7, wi=9, y=3, x=3, pad=(1, 1, 1, 1)),
+    "3x3-s2": dict(n=2, c_total=32, k_total=24, hi=10, wi=8, y=3, x=3, stride=(2, 2),
+                   pad=(1, 0, 1, 1)),
+    "1x1": dict(n=3, c_total=48, k_total=24, hi=5, wi=7, y=1, x=1),
+}
+
+
+def _tiles(p, cfg):
+    n, h, w = config.pixel_grid(p)
+    bi, bh, bw = config.pixel_box(n, h, w, cfg.block_m)
+    return (config.cdiv(n, bi) * config.cdiv(h, bh) * config.cdiv(w, bw)
+            * config.cdiv(p.k, cfg.block_n))
+
+
+@pytest.mark.parametrize("case", list(TAIL_CASES))
+@pytest.mark.parametrize("tail", [2, 4])
+def test_tail_shares_the_tiles_left_after_whole_waves(case, tail):
+    from convgen.backend import current
+    from convgen.kernels import launch, tma
+    p = _problem("fwd", "bf16" if tail == 4 else "f16", **TAIL_CASES[case])
+    cfg = config.choose(p, SM90, True, {"tma": 1, "tail": tail, "block_m": 32, "block_n": 16,
+                                        "block_k": 16})
+    tiles = _tiles(p, cfg)
+    units = launch.units(__import__("torch").device(current().torch_device))
+    programs, full = tma.tail_programs(cfg, tiles, units)
+    assert full % units == 0 and 0 <= tiles - full < units
+    assert programs == full + (tiles - full) * tail
+    if current().interpreter:
+        assert 0 < full < tiles   # whole tiles and shared ones, both run
+    out, ref = _run(p, True, cfg.__dict__, seed=17 + tail)
+    _check(p, out, ref)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(direction="bwd_data"), "tail=2: bwd_data has no kernel that shares leftover tiles"),
+    (dict(direction="bwd_weight"), "tail=2: bwd_weight has no kernel"),
+    (dict(tma=None), "tail=2 applies to the descriptor kernels"),
+    (dict(persistent=1), "tail=2 with persistent=1: one or the other"),
+    (dict(tail=3), "tail=3 must be 0, 2 or 4"),
+])
+def test_tail_refusals(change, reason):
+    kw = dict(n=2, c_total=16, k_total=16, hi=8, wi=8, y=3, x=3, pad=(1, 1, 1, 1))
+    change = dict(change)
+    direction = change.pop("direction", "fwd")
+    with pytest.raises(ConvgenError, match=reason):
+        config.choose(_problem(direction, **kw), SM90, True, {"tma": 1, "tail": 2, **change})
+
+
+def test_tail_configs_in_the_space_for_long_fwd_reductions():
+    long = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
+    assert {(c.block_m, c.block_n, c.block_k, c.tail) for c in config.space(long, SM90)
+            if c.tail} == {(128, 256, 64, 2), (128, 256, 64, 4), (256, 128, 64, 2),
+                           (128, 128, 128, 2)}
+    short = _problem("fwd", n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1))
+    assert not any(c.tail for c in config.space(short, SM90))
+    for d in ("bwd_data", "bwd_weight"):
+        p = _problem(d, n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
+        assert not any(c.tail for c in config.space(p, SM90))
 
 
 @pytest.mark.parametrize("change,reason", [

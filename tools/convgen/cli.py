@@ -65,7 +65,7 @@ OPERATIONS = {"conv2d": FWD, "conv": FWD,
 # -perf_config's fields (key=value; rocMLIR's strings map onto them: perf_text.py)
 PERF_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split",
                "waves_per_eu", "matrix_instr_nonkdim", "kpack", "max_num_imprecise_acc", "tma",
-               "s2d", "persistent", "streamk")
+               "s2d", "persistent", "streamk", "tail")
 
 _TRUE = ("true", "1", "on", "yes")
 _FALSE = ("false", "0", "off", "no")

@@ -99,6 +99,7 @@ FEATURES = (
     ("persistent", "1: one program per SM looping over the tiles; 2: the same, each tile "
                    "stored in two halves"),
     ("streamk", "programs per SM sharing every tile's reduction steps (stream-K); 0: none"),
+    ("tail", "fwd: programs sharing each tile left over after the last whole wave; 0: none"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
     ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
@@ -108,7 +109,8 @@ FEATURES = (
     ("fill_k", "the same along the reduction walk (a tap's channels, or bwd_weight's pixels)"),
     ("fill_mn", "fill_m * fill_n"),
     ("programs", "programs launched (tiles x parts x groups; persistent: at most one per unit; "
-                 "stream-K: streamk per unit, at most one per reduction step)"),
+                 "stream-K: streamk per unit, at most one per reduction step; tail: the "
+                 "whole waves' tiles, then tail per tile left over)"),
     ("waves", "tiles (x parts x groups) per unit (SM or CU)"),
     ("wave_fill", "fraction of the last wave's units that have work"),
     ("part_length", "reduction length of one split part"),
@@ -220,6 +222,11 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     waves = work / units
     # stream-K gives every program an equal share: no last wave part empty
     wave_fill = 1.0 if cfg.streamk else work / (math.ceil(waves) * units)
+    if cfg.tail:
+        from convgen.kernels.tma import tail_programs
+        programs, full = tail_programs(cfg, work, units)
+        # the leftover tiles' parts take 1/tail of a wave each
+        wave_fill = waves / (full / units + math.ceil((programs - full) / units) / cfg.tail)
     fill_m, fill_n, fill_k = _fill(m, bm), _fill(f.n_extent, bn), _fill(walk, bk)
     elem = f.elem
     tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
@@ -227,7 +234,7 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     parts = f.parts(cfg)
     launches, extra = _side_launches(p, q, cfg, parts)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
-            cfg.persistent or 0, cfg.streamk or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
+            cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
             fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts,
             1 + launches, extra / 1e6, math.log2(f.flops / (1 + launches)), dev.units,
             dev.arch_number]

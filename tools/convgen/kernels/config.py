@@ -21,6 +21,12 @@ A configuration's fields:
                                 `streamk` programs per SM sharing every tile's reduction
                                 steps equally, so a few large tiles still fill every SM
                                 (tma=1 only)
+    tail                        fwd on the descriptor kernels: the tiles left over after the
+                                last whole wave (one program per SM) each shared by `tail`
+                                programs (2 or 4), one run of its reduction steps each, their
+                                fp32 parts added in order by the last to finish, so the
+                                leftover tiles take 1/tail of a wave, not a whole one
+                                (tma=1 only)
     s2d                         1: a strided problem run as a stride-1 one on the stride folded
                                 into the channels (kernels/s2d.py); 2: the filter's columns
                                 folded in too (fwd, bwd_weight). The other fields then
@@ -67,6 +73,7 @@ class KernelConfig:
     s2d: int | None = None
     persistent: int | None = None
     streamk: int | None = None
+    tail: int | None = None
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -300,6 +307,16 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
     if cfg.streamk and cfg.split != 1:
         raise _bad(f"split={cfg.split}: stream-K shares every tile's reduction among its "
                    "programs itself; split must be 1")
+    if cfg.tail not in (None, 0, 2, 4):
+        raise _bad(f"tail={cfg.tail} must be 0, 2 or 4 (programs per leftover tile)")
+    if cfg.tail and not cfg.tma:
+        raise _bad(f"tail={cfg.tail} applies to the descriptor kernels (tma=1) only")
+    if cfg.tail and problem.direction.name != "fwd":
+        raise _bad(f"tail={cfg.tail}: {problem.direction.name} has no kernel that shares "
+                   "leftover tiles (fwd only)")
+    if cfg.tail and (cfg.persistent or cfg.streamk):
+        other = "persistent" if cfg.persistent else "streamk"
+        raise _bad(f"tail={cfg.tail} with {other}={getattr(cfg, other)}: one or the other")
     if cfg.tma:
         why = tma_refused(problem, backend, use_dot)
         if why:
@@ -535,7 +552,8 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                         continue
                     cfg = _vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                                 num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
-                                tma=None, s2d=None, persistent=None, streamk=None)
+                                tma=None, s2d=None, persistent=None, streamk=None,
+                                tail=None)
                     add(cfg)
     if not tma_refused(problem, backend):
         for cfg in _tma_space(problem, base):
@@ -634,6 +652,17 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             out.append(cfg)
             if persistent_fits(problem) and (bm, bn) == (128, 128):
                 out.append(_vary(cfg, persistent=1))
+    if problem.direction.name == "fwd" and problem.gemm[2] >= 1024:
+        # large tiles with the leftover wave shared out (`tail`). H100, 3x3 512->512 7x7 fwd,
+        # batch 256: a 128x256 tile takes ~65 us whether 49, 98 or 132 run at once, so its
+        # 196 tiles took two waves (0.130 ms) for 1.48 waves of work; long reductions only,
+        # where the parts' fp32 round trip is small beside the tile's steps
+        for bm, bn, step, stages, tail in ((128, 256, 64, 3, 2), (128, 256, 64, 3, 4),
+                                            (256, 128, 64, 3, 2), (128, 128, 128, 3, 2)):
+            if bn > max(64, _next_pow2(n)) or _channel_block(problem, step) != step:
+                continue
+            out.append(_vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=step,
+                             num_stages=stages, num_warps=8, split=1, tma=1, tail=tail))
     if persistent_fits(problem):
         # persistent programs won on 1x1 filters (H100, ResNet-50: 128x256 tiles, 3 stages,
         # up to 1.3x the best above); 128-column tiles for narrow outputs. Four stages of

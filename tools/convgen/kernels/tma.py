@@ -140,8 +140,21 @@ def _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW,
               SH: tl.constexpr, SW: tl.constexpr):
     """fwd's C tile of output pixels from (n0, ho0, wo0), output channels from k0."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    return _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, 0, Y * X * tl.cdiv(C, BLOCK_K),
+                      Y, X, DH, DW, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
+                      BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
+
+
+@triton.jit
+def _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
+               Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+               USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+               DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               SH: tl.constexpr, SW: tl.constexpr):
+    """fwd's reduction steps r0..r1 of the C tile at (n0, ho0, wo0), k0, added into acc."""
     CB = tl.cdiv(C, BLOCK_K)
-    for r in range(0, Y * X * CB):
+    for r in range(r0, r1):
         # GEMM reduction R: (tap, channel block); the tap shifts the input box
         fy, fx, c0 = _tap_block(r, CB, X, BLOCK_K)
         if SH * SW == 1:
@@ -223,6 +236,55 @@ def conv_fwd_tma_kernel(
             t_out += NUM_SMS
             n1, h1, w1, k1 = _tile_at(t_out, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
             _store_tile(y_desc, acc, n1, h1, w1, k1, BI, BH, BW, BLOCK_M, BLOCK_N, HALVES)
+
+
+@triton.jit
+def conv_fwd_tail_kernel(
+    x_desc, w_desc, y_desc, ws_ptr, count_ptr, C, K, N, HO, WO, PH, PW, FULL,
+    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, TAIL: tl.constexpr,
+    SH: tl.constexpr = 1, SW: tl.constexpr = 1,
+):
+    """fwd whose last, partial wave is cut finer (`tail`): programs below FULL (whole waves
+    of one per SM) take a whole tile each, as conv_fwd_tma_kernel; each tile after them is
+    shared by TAIL programs, one run of its reduction steps each, so the tiles left over
+    take 1/TAIL of a wave instead of a whole one. A shared tile's fp32 parts go to its TAIL
+    workspace slots; the last part to finish adds them in part order (the same sum
+    whoever finishes last), stores the tile and sets its count back to zero."""
+    R = Y * X * tl.cdiv(C, BLOCK_K)
+    p = tl.program_id(0)
+    q = tl.maximum(p - FULL, 0)
+    part = q % TAIL
+    whole = p < FULL
+    tile = tl.where(whole, p, FULL + q // TAIL)
+    # GEMM rows M: the tile's box of output pixels; columns N: output channels k0..
+    n0, ho0, wo0, k0 = _tile_at(tile, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
+    # GEMM reduction R: the whole tile's steps, or part `part` of TAIL
+    lo = tl.where(whole, 0, part * R // TAIL)
+    hi = tl.where(whole, R, (part + 1) * R // TAIL)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, lo, hi, Y, X, DH, DW,
+                     USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
+                     BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
+    store = whole
+    if p >= FULL:
+        tile_part = (tl.arange(0, BLOCK_M) * BLOCK_N)[:, None] + tl.arange(0, BLOCK_N)[None, :]
+        slots = ws_ptr + (tile - FULL) * TAIL * (BLOCK_M * BLOCK_N)
+        tl.store(slots + part * (BLOCK_M * BLOCK_N) + tile_part, acc)
+        # every thread's part stored before the count says so (release); the last to
+        # count reads the others' (acquire, and through L2: .cg)
+        tl.debug_barrier()
+        store = tl.atomic_add(count_ptr + tile - FULL, 1, sem="acq_rel") == TAIL - 1
+        if store:
+            acc = tl.load(slots + tile_part, cache_modifier=".cg")
+            for j in tl.static_range(1, TAIL):
+                acc += tl.load(slots + j * (BLOCK_M * BLOCK_N) + tile_part, cache_modifier=".cg")
+            tl.atomic_xchg(count_ptr + tile - FULL, 0, sem="relaxed")
+    if store:
+        y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
 
 
 @triton.jit
@@ -586,10 +648,15 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
                                           flat=flat),
                        C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
-        grid = (cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n),)
-        grid, persist = _persistent(grid, cfg, out)
-        return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime,
-                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
+        tiles = cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n)
+        constexprs = {**geo, "BI": bi, "BH": bh, "BW": bw, **strides}
+        if cfg.tail:
+            programs, full, ws, counts = _tail_buffers(cfg, tiles, out)
+            return launch.LaunchSpec(conv_fwd_tail_kernel, (programs,),
+                                     {**runtime, "ws_ptr": ws, "count_ptr": counts, "FULL": full},
+                                     {**constexprs, "TAIL": cfg.tail}, (ws, counts))
+        grid, persist = _persistent((tiles,), cfg, out)
+        return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime, {**constexprs, **persist})
     if name == "bwd_data":
         # tiles of the input gradient's pixels (of each phase view: grid axis 1)
         images, rows, cols = (n, ho, wo) if flat else (p.n, cdiv(p.hi, step[0]), cdiv(p.wi, step[1]))
@@ -656,6 +723,26 @@ def streamk_steps(p, cfg, units: int) -> tuple[int, int, int, int]:
     work = tiles * tile_steps
     steps = cdiv(work, min(work, cfg.streamk * units))
     return cdiv(work, steps), steps, tiles, tile_steps
+
+
+def tail_programs(cfg, tiles: int, units: int) -> tuple[int, int]:
+    """(programs, whole-tile programs) of a `tail` launch on a device of `units` SMs: the
+    tiles that fill whole waves of one program per SM, then cfg.tail programs per tile left."""
+    full = tiles // units * units
+    return full + (tiles - full) * cfg.tail, full
+
+
+def _tail_buffers(cfg, tiles: int, out) -> tuple[int, int, object, object]:
+    """(programs, whole-tile programs, workspace, counts) of a `tail` launch: cfg.tail fp32
+    parts of each tile left over, and a count per such tile, zero and left zero by every
+    launch."""
+    import torch
+    programs, full = tail_programs(cfg, tiles, launch.units(out.device))
+    shared = max(1, tiles - full)
+    ws = torch.empty((shared * cfg.tail * cfg.block_m * cfg.block_n,), dtype=torch.float32,
+                     device=out.device)
+    counts = torch.zeros((shared,), dtype=torch.int32, device=out.device)
+    return programs, full, ws, counts
 
 
 def _streamk_buffers(p, cfg, out) -> tuple[int, int, object, object]:
