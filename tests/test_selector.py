@@ -132,12 +132,14 @@ def test_evaluation_reports_efficiency_against_the_oracle(problems):
 
 
 def test_a_model_ranks_the_problems_it_learnt_near_their_best(problems, model):
-    effs = []
+    picks, fastest = [], []
     for prob in problems:
+        picks.append(prob.tflops[model.pick(prob.problem, prob.configs, prob.device)[0]] / prob.best)
         pred = model.predict(prob.problem, prob.configs, prob.device)
-        effs.append(prob.tflops[int(pred.argmax())] / prob.best)
-    # in-sample: a broken feature or target (argmin for argmax, TFLOPS for ms) fails this
-    assert sum(effs) / len(effs) > 0.9
+        fastest.append(prob.tflops[int(pred.argmax())] / prob.best)
+    # in-sample: a broken feature or target (argmin for argmax, TFLOPS for ms, a ranking
+    # told the slowest is best) fails this, for the ranking that picks and the speed model
+    assert sum(picks) / len(picks) > 0.9 and sum(fastest) / len(fastest) > 0.9
 
 
 def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(problems, model,
@@ -158,21 +160,25 @@ def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(prob
             ranked = set(np.argsort(-quick, kind="stable")[:selector.PREFILTER_KEEP].tolist())
             assert index in ranked and full[index] == max(full[i] for i in ranked)
             ranked_first += 1
-        assert predicted == pytest.approx(float(np.expm1(full[index])))
+        speed = model.booster(d, "speed").predict(x)
+        assert predicted == pytest.approx(float(np.expm1(speed[index])))
     assert ranked_first
 
 
 def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, model):
     import lightgbm
     import numpy as np
-    packages = {d: lightgbm.Booster(model_str=text) for d, text in model.texts.items()}
-    assert set(packages) == set(selector.DIRECTIONS)
+    packages = {(d, kind): lightgbm.Booster(model_str=text) for d, pair in model.texts.items()
+                for kind, text in pair.items()}
+    assert set(packages) == {(d, kind) for d in selector.DIRECTIONS for kind in ("rank", "speed")}
     for prob in problems[::7]:
         d = prob.problem.direction.name
         x = np.asarray([selector.features(prob.problem, c, prob.device) for c in prob.configs])
-        assert np.array_equal(model.booster(d).predict(x), packages[d].predict(x, num_threads=1))
-        assert np.array_equal(model.booster(d).predict(x, 7),
-                              packages[d].predict(x, num_iteration=7, num_threads=1))
+        for kind in ("rank", "speed"):
+            assert np.array_equal(model.booster(d, kind).predict(x),
+                                  packages[d, kind].predict(x, num_threads=1))
+            assert np.array_equal(model.booster(d, kind).predict(x, 7),
+                                  packages[d, kind].predict(x, num_iteration=7, num_threads=1))
     with pytest.raises(ValueError, match="features expected"):
         model.booster("fwd").predict(np.zeros((2, 3)))
 
@@ -205,6 +211,8 @@ def test_model_file_round_trips(tmp_path, problems, model):
     prob = problems[3]
     assert list(again.predict(prob.problem, prob.configs, prob.device)) == pytest.approx(
         list(model.predict(prob.problem, prob.configs, prob.device)))
+    assert again.pick(prob.problem, prob.configs, prob.device) == pytest.approx(
+        model.pick(prob.problem, prob.configs, prob.device))
     assert again.arch == "sm90"
     assert not [f for f in os.listdir(tmp_path) if f != "sm90.json"]   # no temp file left
 
@@ -213,11 +221,15 @@ def test_model_file_round_trips(tmp_path, problems, model):
     (lambda text: text[: len(text) // 2], "not a model file"),
     (lambda text: json.dumps({"schema": "other"}), "not a convgen selector model"),
     (lambda text: text.replace('"block_m"', '"block_m_renamed"', 1), "other features"),
-    (lambda text: json.dumps({**json.loads(text), "models": {"fwd": "tree\ngarbage"}}),
-     "fwd LightGBM model does not parse"),
-    (lambda text: json.dumps({**json.loads(text), "models": {"sideways": "tree"}}), "no LightGBM model per direction"),
+    (lambda text: json.dumps({**json.loads(text), "models": {
+        "fwd": {**json.loads(text)["models"]["fwd"], "speed": "tree\ngarbage"}}}),
+     "fwd speed LightGBM model does not parse"),
+    (lambda text: json.dumps({**json.loads(text), "models": {"sideways": json.loads(text)["models"]["fwd"]}}),
+     "no LightGBM ranking and speed model per direction"),
+    (lambda text: json.dumps({**json.loads(text), "models": {"fwd": json.loads(text)["models"]["fwd"]["rank"]}}),
+     "no LightGBM ranking and speed model per direction"),
     (lambda text: json.dumps({**{k: v for k, v in json.loads(text).items() if k != "models"},
-                              "version": 1, "model": "tree"}), "schema version 1; this convgen reads 2"),
+                              "version": 1, "model": "tree"}), "schema version 1; this convgen reads 3"),
 ])
 def test_a_damaged_model_is_one_clear_error_naming_the_file(tmp_path, model, damage, why):
     good = str(tmp_path / "good.json")
@@ -235,10 +247,11 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
     prob = next(p for p in problems if p.problem.direction.name == "bwd_weight")
     cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
     assert source.startswith("selected by model sm90.json: predicted ") and "TFLOPS" in source
-    candidates = kconfig.space(prob.problem, SM90)
-    assert cfg in candidates
-    pred = model.predict(prob.problem, candidates, selector.Device("sm90", H100["device"]))
-    assert cfg == candidates[int(pred.argmax())]
+    candidates = selector.runnable(prob.problem, SM90, kconfig.space(prob.problem, SM90))
+    index, predicted = model.pick(prob.problem, candidates, selector.Device("sm90", H100["device"]))
+    assert cfg == candidates[index] and f"predicted {predicted:.1f} TFLOPS" in source
+    [speed] = model.predict(prob.problem, [cfg], selector.Device("sm90", H100["device"]))
+    assert predicted == pytest.approx(speed)
     # -perf_config still forces; -selector none is today's rule
     assert kconfig.select(prob.problem, SM90, True, {"block_m": 64}, None, path)[1] == "set on the command line"
     rule, source = kconfig.select(prob.problem, SM90, True, None, None, None)
@@ -364,8 +377,9 @@ def test_a_warm_start_keeps_the_directions_the_new_data_lacks(problems, model):
     fwd = [p for p in problems if p.problem.direction.name == "fwd"]
     boosters = selector.train(fwd, 20, warm_start=model)
     assert set(boosters) == set(selector.DIRECTIONS)
-    assert boosters["bwd_weight"].model_to_string() == model.texts["bwd_weight"]
-    assert boosters["fwd"].num_trees() > 0
+    for kind in ("rank", "speed"):
+        assert boosters["bwd_weight"][kind].model_to_string() == model.texts["bwd_weight"][kind]
+        assert boosters["fwd"][kind].num_trees() > TREES
 
 
 def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems, model, on_h100):

@@ -6,13 +6,15 @@ The idea is CK's dispatcher heuristics (docs/config-selection.md): a regression 
 log1p(TFLOPS) over features of the problem, the config and how the two fit, trained on
 every measurement of the tuning database, one per direction (the three kernels differ
 more than one model learnt: on 544 problems one model for all reached 85.2% mean / 44.6%
-P10 of the oracle, one per direction 88.8% / 63.9%); evaluated with folds grouped by
+P10 of the oracle, one per direction 88.8% / 63.9%); beside it a ranking model over the
+same features, trained on each problem's configs in order of speed, which picks (it
+picked better than the regression: RANK_PARAMS); evaluated with folds grouped by
 problem shape, so no shape is ever both learnt and judged.
 
     FEATURES              the feature table: name and meaning, in the model's column order
     features(p, cfg, dev) one row of it
     load_dataset(db)      the database's measurements as (problem, config, TFLOPS) rows
-    train(dataset)        fitted models, one lightgbm.Booster per direction
+    train(dataset)        fitted models: a ranking and a speed lightgbm.Booster per direction
     Model                 a model file: save, load, rank a problem's candidates
     choose(p, backend)    the run-time question: (config, predicted TFLOPS) or why not
     evaluate(dataset)     grouped cross-validation: efficiency against the oracle, the
@@ -20,7 +22,7 @@ problem shape, so no shape is ever both learnt and judged.
 
 A model file is JSON: the schema name and version, the arch it is for, the feature names
 it was trained on (a model whose features differ from this module's is refused), what it
-was trained on, and LightGBM's own text model of each direction. `tuning/models/<arch>.json`
+was trained on, and LightGBM's own text models of each direction ("rank", "speed"). `tuning/models/<arch>.json`
 is the default.
 """
 from __future__ import annotations
@@ -38,7 +40,7 @@ from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
 
 SCHEMA_NAME = "convgen-selector"
-SCHEMA_VERSION = 2   # 2: one LightGBM model per direction ("models"), not one ("model")
+SCHEMA_VERSION = 3   # 3: a ranking and a speed model per direction; 2: one per direction
 MODELS_DIR = os.path.join(REPO_ROOT, "tuning", "models")
 
 # LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our data 31
@@ -49,11 +51,22 @@ TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 
                 "verbosity": -1, "seed": 1, "deterministic": True, "force_row_wise": True,
                 "num_threads": 1}
 TREES = 300
+# The pick is a ranking model's (LightGBM's lambdarank, the problem's configs one query,
+# relevance = RANK_LEVELS * TFLOPS / the problem's best, rounded; gains grow by 2^(1/3) a
+# level, the top 8 weighed): in 5-fold cross-validation on 591 problems it picked at 91.8% /
+# 74.2% mean / P10 of the oracle where the log1p(TFLOPS) regression picked at 87.5% / 60.2%
+# (a regression's error is spread over every config and problem; a pick needs only each
+# problem's order). The regression stays for the TFLOPS a run reports for its pick.
+RANK_LEVELS = 30
+RANK_PARAMS = {**TRAIN_PARAMS, "objective": "lambdarank", "lambdarank_truncation_level": 8,
+               "label_gain": [2 ** (level / 3) - 1 for level in range(RANK_LEVELS + 1)]}
+MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is predicted to run
 # A pick ranks every candidate by the first PREFILTER_TREES trees and lets the whole model
-# choose among the PREFILTER_KEEP ranked first: a third of the tree walks, and in 5-fold
-# cross-validation the same efficiency (87.0% / 58.0% mean / P10 against 86.7% / 55.4%
-# for the whole model on every candidate, 591 problems)
-PREFILTER_TREES = 60
+# choose among the PREFILTER_KEEP ranked first: a fifth of the tree walks, and in 5-fold
+# cross-validation (591 problems, the ranking model) the same efficiency: 91.9% / 75.2%
+# mean / P10 with 30 trees, 91.8% / 74.2% with 60, 91.8% / 72.6% for the whole model on
+# every candidate
+PREFILTER_TREES = 30
 PREFILTER_KEEP = 8
 WARM_TREES = 150   # added on top of a warm start's trees
 
@@ -180,8 +193,10 @@ class _KernelFacts:
     problem for s2d), worked out once: a selection asks about ~50 configs of one problem
     (the 1 ms budget of issue 15)."""
 
-    def __init__(self, p, q):
+    def __init__(self, p, q, dev: Device):
         self.q = q
+        self.device_units, self.arch_number = dev.units, dev.arch_number
+        self.units = self.device_units or 1
         self.m, _, self.r = q.gemm
         self.walk = q.direction.tile_k(q)   # what BLOCK_K steps over: a tap's channels, or pixels
         self.n_extent = q.direction.tile_n(q)
@@ -214,7 +229,7 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
         part = r
     tiles_m = _cdiv(m, bm)
     work = tiles_m * tiles_n * split * q.g     # tiles, each a program unless persistent
-    units = dev.units or 1
+    units = f.units
     programs = min(work, units) if cfg.persistent else work
     if cfg.streamk:
         from convgen.kernels.tma import streamk_steps
@@ -232,12 +247,12 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
     smem_kb = cfg.num_stages * (bm + bn) * bk * elem / 1024
     parts = f.parts(cfg)
-    launches, extra = _side_launches(p, q, cfg, parts)
+    launches, extra = _side_launches(p, q, cfg, parts) if parts > 1 or cfg.s2d else (0, 0.0)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
             fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts,
-            1 + launches, extra / 1e6, math.log2(f.flops / (1 + launches)), dev.units,
-            dev.arch_number]
+            1 + launches, extra / 1e6, math.log2(f.flops / (1 + launches)), f.device_units,
+            f.arch_number]
 
 
 def feature_rows(p, configs, dev: Device) -> list[list[float]]:
@@ -248,7 +263,7 @@ def feature_rows(p, configs, dev: Device) -> list[list[float]]:
     for cfg in configs:
         f = facts.get(cfg.s2d)
         if f is None:
-            f = facts[cfg.s2d] = _KernelFacts(p, _kernel_problem(p, cfg))
+            f = facts[cfg.s2d] = _KernelFacts(p, _kernel_problem(p, cfg), dev)
         rows.append(base + config_features(p, cfg, dev, f))
     return rows
 
@@ -365,12 +380,15 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
 
 
 def _matrix(problems: list[Problem]):
+    """(features, log1p(TFLOPS), rank relevance, configs per problem) of every row."""
     import numpy as np
-    rows, target = [], []
+    rows, target, relevance = [], [], []
     for prob in problems:
         rows += feature_rows(prob.problem, prob.configs, prob.device)
         target += [math.log1p(t) for t in prob.tflops]
-    return np.asarray(rows, dtype=np.float64), np.asarray(target, dtype=np.float64)
+        relevance += [round(RANK_LEVELS * t / prob.best) for t in prob.tflops]
+    return (np.asarray(rows, dtype=np.float64), np.asarray(target, dtype=np.float64),
+            np.asarray(relevance, dtype=np.int32), [len(prob.configs) for prob in problems])
 
 
 # ---- training and the model file ------------------------------------------------------------
@@ -384,8 +402,9 @@ def _lightgbm():
 
 
 def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None" = None) -> dict:
-    """A LightGBM booster per direction, fitted on log1p(TFLOPS) of every (problem, config)
-    row of that direction; a warm start continues each direction's trees it has."""
+    """{direction: {"rank": booster, "speed": booster}}: LightGBM fitted on every (problem,
+    config) row of that direction, a ranking of each problem's configs (RANK_PARAMS) and a
+    regression on log1p(TFLOPS); a warm start continues each direction's trees it has."""
     lgb = _lightgbm()
     if lgb is None:
         raise ConvgenError("training a selector needs the lightgbm package (pip install "
@@ -397,23 +416,28 @@ def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None
         mine = [p for p in problems if p.problem.direction.name == direction]
         old = warm_start.texts.get(direction) if warm_start else None
         if not mine:
-            if old:   # no new data for it: the warm start's model stays as it was
-                boosters[direction] = lgb.Booster(model_str=old)
+            if old:   # no new data for it: the warm start's models stay as they were
+                boosters[direction] = {kind: lgb.Booster(model_str=old[kind]) for kind in MODEL_KINDS}
             continue
-        x, y = _matrix(mine)
-        data = lgb.Dataset(x, y, feature_name=list(FEATURE_NAMES), free_raw_data=True)
-        init = lgb.Booster(model_str=old) if old else None
-        boosters[direction] = lgb.train(TRAIN_PARAMS, data, num_boost_round=WARM_TREES if init else trees,
-                                        init_model=init, keep_training_booster=False)
+        x, y, relevance, groups = _matrix(mine)
+        boosters[direction] = {}
+        for kind, params, label in (("rank", RANK_PARAMS, relevance), ("speed", TRAIN_PARAMS, y)):
+            data = lgb.Dataset(x, label, group=groups if kind == "rank" else None,
+                               feature_name=list(FEATURE_NAMES), free_raw_data=True)
+            init = lgb.Booster(model_str=old[kind]) if old else None
+            boosters[direction][kind] = lgb.train(params, data,
+                                                  num_boost_round=WARM_TREES if init else trees,
+                                                  init_model=init, keep_training_booster=False)
     return boosters
 
 
 class Model:
-    """A trained selector for one arch: LightGBM's text model of each direction, predicted
-    through its C library (lgbm_c), so a run never imports the lightgbm package."""
+    """A trained selector for one arch: LightGBM's text models of each direction (the
+    ranking that picks, the regression that predicts TFLOPS), predicted through its C
+    library (lgbm_c), so a run never imports the lightgbm package."""
 
     def __init__(self, texts: dict, meta: dict, path: str | None = None):
-        self.texts = dict(texts)        # direction -> LightGBM text model
+        self.texts = dict(texts)        # direction -> {"rank": text, "speed": text}
         self.meta = meta
         self.path = path
         self._boosters: dict = {}
@@ -421,14 +445,16 @@ class Model:
     @classmethod
     def of(cls, boosters: dict, meta: dict) -> "Model":
         """The model of the boosters that train() fitted."""
-        return cls({d: b.model_to_string() for d, b in boosters.items()}, meta)
+        return cls({d: {kind: b.model_to_string() for kind, b in pair.items()}
+                    for d, pair in boosters.items()}, meta)
 
-    def booster(self, direction: str):
-        """lgbm_c.Booster of a direction, loaded on first use (ImportError without lightgbm)."""
-        if direction not in self._boosters:
+    def booster(self, direction: str, kind: str = "rank"):
+        """lgbm_c.Booster of a direction's model, loaded on first use (ImportError without
+        lightgbm)."""
+        if (direction, kind) not in self._boosters:
             from convgen import lgbm_c
-            self._boosters[direction] = lgbm_c.Booster(self.texts[direction])
-        return self._boosters[direction]
+            self._boosters[direction, kind] = lgbm_c.Booster(self.texts[direction][kind])
+        return self._boosters[direction, kind]
 
     @property
     def arch(self) -> str:
@@ -467,26 +493,28 @@ class Model:
         from convgen import lgbm_c
         texts = doc.get("models")
         if (not isinstance(texts, dict) or not texts or set(texts) - set(DIRECTIONS)
-                or not all(isinstance(t, str) for t in texts.values())):
-            raise damaged("it holds no LightGBM model per direction")
+                or not all(isinstance(t, dict) and set(t) == set(MODEL_KINDS)
+                           and all(isinstance(v, str) for v in t.values()) for t in texts.values())):
+            raise damaged("it holds no LightGBM ranking and speed model per direction")
         meta = {k: v for k, v in doc.items() if k not in ("schema", "version", "features", "models")}
         model = cls(texts, meta, path)
         for direction in texts:
-            try:
-                booster = model.booster(direction)
-            except lgbm_c.LightGBMError as e:
-                raise damaged(f"its {direction} LightGBM model does not parse "
-                              f"({' '.join(str(e).split())[:200]})") from None
-            if booster.num_features != len(FEATURE_NAMES):
-                raise damaged(f"its {direction} LightGBM model reads {booster.num_features} "
-                              f"features, not {len(FEATURE_NAMES)}")
+            for kind in MODEL_KINDS:
+                try:
+                    booster = model.booster(direction, kind)
+                except lgbm_c.LightGBMError as e:
+                    raise damaged(f"its {direction} {kind} LightGBM model does not parse "
+                                  f"({' '.join(str(e).split())[:200]})") from None
+                if booster.num_features != len(FEATURE_NAMES):
+                    raise damaged(f"its {direction} {kind} LightGBM model reads "
+                                  f"{booster.num_features} features, not {len(FEATURE_NAMES)}")
         return model
 
     def predict(self, p, configs, dev: Device):
-        """Predicted TFLOPS of each config for problem p (its direction's model)."""
+        """Predicted TFLOPS of each config for problem p (its direction's speed model)."""
         import numpy as np
         x = np.asarray(feature_rows(p, configs, dev), dtype=np.float64)
-        return np.expm1(self.booster(p.direction.name).predict(x))
+        return np.expm1(self.booster(p.direction.name, "speed").predict(x))
 
     def pick(self, p, configs, dev: Device) -> tuple[int, float]:
         """(index, predicted TFLOPS) of the config the model picks for problem p."""
@@ -494,17 +522,27 @@ class Model:
         return self.pick_rows(p.direction.name,
                               np.asarray(feature_rows(p, configs, dev), dtype=np.float64))
 
-    def pick_rows(self, direction: str, x) -> tuple[int, float]:
-        """pick() of the candidates' feature rows x: the fastest by the whole model of the
-        PREFILTER_KEEP that its first PREFILTER_TREES trees rank first."""
+    def pick_rows(self, direction: str, x, accept=None) -> tuple[int, float] | None:
+        """pick() of the candidates' feature rows x: the first by the whole ranking model of
+        the PREFILTER_KEEP that its first PREFILTER_TREES trees rank first; its TFLOPS as
+        the speed model predicts them. `accept(i)`, when given, is asked in that order
+        until PREFILTER_KEEP candidates pass (a check that costs more than a tree walk
+        runs for those few); None when none passes."""
         import numpy as np
         booster = self.booster(direction)
-        top = np.arange(len(x))
+        order = range(len(x))
         if len(x) > PREFILTER_KEEP:
-            top = np.argsort(-booster.predict(x, PREFILTER_TREES), kind="stable")[:PREFILTER_KEEP]
-        scores = booster.predict(x[top])
-        best = int(scores.argmax())
-        return int(top[best]), float(np.expm1(scores[best]))
+            order = np.argsort(-booster.predict(x, PREFILTER_TREES), kind="stable")
+        top = []
+        for i in order:
+            if accept is None or accept(int(i)):
+                top.append(int(i))
+                if len(top) == PREFILTER_KEEP:
+                    break
+        if not top:
+            return None
+        best = top[int(booster.predict(x[top]).argmax())]
+        return best, float(np.expm1(self.booster(direction, "speed").predict(x[best:best + 1])[0]))
 
 
 # ---- run-time selection ---------------------------------------------------------------------
@@ -555,10 +593,25 @@ def choose(problem, backend, given: str | None = ""):
     kind = coverage(problem)
     if "coverage" in model.meta and kind not in model.meta["coverage"]:
         return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
-    candidates = runnable(problem, backend, kconfig.space(problem, backend))
-    dev = Device(backend.arch, backend.device_name())
-    best, predicted = model.pick(problem, candidates, dev)
-    return candidates[best], predicted, path
+    import numpy as np
+    space = kconfig.space(problem, backend)
+    x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
+                   dtype=np.float64)
+
+    @functools.cache
+    def valid(i: int) -> bool:
+        try:
+            kconfig.validate(space[i], problem, backend, True)
+        except ConvgenError:
+            return False
+        return True
+
+    # what runnable() keeps, asked of the few candidates the pick looks at
+    picked = (model.pick_rows(problem.direction.name, x, lambda i: valid(i) and kconfig.longest_chain(
+        problem, space[i]) <= kconfig.MAX_CHAIN) or model.pick_rows(problem.direction.name, x, valid))
+    if picked is None:
+        return None, "no config of the tuning space runs here", None
+    return space[picked[0]], picked[1], path
 
 
 def runnable(problem, backend, space) -> list:
@@ -806,7 +859,7 @@ def main(command: str, args: dict) -> int:
         return 0
     t0 = time.perf_counter()
     boosters = train(problems, args["trees"] or TREES, warm)
-    trees = max(b.num_trees() for b in boosters.values())
+    trees = max(b.num_trees() for pair in boosters.values() for b in pair.values())
     # the families where the rule beat the model in cross-validation keep the rule
     keep_rule = rule_families(_cross_validate(problems, args["folds"], args["trees"] or TREES,
                                               False)[0]) if len({p.shape for p in problems}) >= args["folds"] else []

@@ -522,9 +522,12 @@ SPACE_SPLIT = (1, 4, 16, 64)
 
 
 def _vary(base: KernelConfig, **changes) -> KernelConfig:
-    """dataclasses.replace without its field checks, at a third of its cost: a selection
-    builds the space of every run (kernels/selector.py's 1 ms budget)."""
-    return KernelConfig(**{**base.__dict__, **changes})
+    """dataclasses.replace without its field checks or the frozen class's per-field
+    __init__, at a tenth of its cost: a selection builds the space of every run
+    (kernels/selector.py's 1 ms budget). Every name in `changes` is a field."""
+    cfg = object.__new__(KernelConfig)
+    cfg.__dict__.update(base.__dict__, **changes)
+    return cfg
 
 
 def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
