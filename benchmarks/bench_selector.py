@@ -5,8 +5,8 @@ picked configs checked against the reference.
 
 1. Loading: `selector.load` of tuning/models/<arch>.json in this process (torch already
    imported, as in a convgen run).
-2. Selection: `selector.choose` (the tuning space built, every candidate's features and
-   prediction) for every layer of the network tables at batch 1, 32 and 256, f16, all
+2. Selection: `selector.choose` (the tuning space built, every candidate's features, the
+   ranking model's pick among the runnable candidates) for every layer of the network tables at batch 1, 32 and 256, f16, all
    three directions; median and maximum.
 3. Checked: convgen runs of a few of those problems with no tuning database (so the model
    picks), against the GPU reference: the `#` config line and the bits.
@@ -45,25 +45,22 @@ def _problem(layer, batch, direction):
 
 def _stages(problems, be, path) -> dict:
     """selector.choose's steps timed one by one (the same calls, in its order): the tuning
-    space built, the configs a selection may pick (validated, short chains), features,
-    LightGBM."""
+    space built, every candidate's features, the pick (the ranking model's trees, and
+    kernels/config.validate and the chain length of the few candidates it chooses among)."""
     import numpy as np
     from convgen.kernels import config as kconfig
     model = selector.load(path)
     dev = selector.Device(be.arch, be.device_name())
-    spent = dict.fromkeys(("space", "runnable", "features", "predict"), 0.0)
+    spent = dict.fromkeys(("space", "features", "pick"), 0.0)
     for p in problems:
         t0 = time.perf_counter()
         space = kconfig.space(p, be)
         t1 = time.perf_counter()
-        ok = selector.runnable(p, be, space)
+        x = np.asarray(selector.feature_rows(p, space, dev), dtype=np.float64)
         t2 = time.perf_counter()
-        x = np.asarray(selector.feature_rows(p, ok, dev), dtype=np.float64)
+        selector.pick_runnable(model, p, be, space, x)
         t3 = time.perf_counter()
-        model.pick_rows(p.direction.name, x)
-        t4 = time.perf_counter()
-        for k, a, b in (("space", t0, t1), ("runnable", t1, t2), ("features", t2, t3),
-                        ("predict", t3, t4)):
+        for k, a, b in (("space", t0, t1), ("features", t1, t2), ("pick", t2, t3)):
             spent[k] += b - a
     return {k: 1e3 * v / max(1, len(problems)) for k, v in spent.items()}
 

@@ -362,7 +362,7 @@ _COMMON = (
          "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
         ("selector", "selector", _tuning_db,
          "the model file that picks a config where the tuning database has no entry (the "
-         "candidate predicted fastest); none: today's rule",
+         "candidate its ranking model puts first); none: today's rule",
          "$CONVGEN_SELECTOR, else tuning/models/ARCH.json"),
         ("flush_subnormals", "flush_subnormals", _switch(),
          "zero the kernel's subnormal inputs first (how MI200 matrix cores read fp16/bf16)",

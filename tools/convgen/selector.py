@@ -1,6 +1,6 @@
-"""The learned config selector: a LightGBM model that predicts each candidate config's
-speed for a problem, so a run without -perf_config and without a tuned entry takes the
-config predicted fastest instead of the fixed rule's.
+"""The learned config selector: LightGBM models that rank each problem's candidate configs
+and predict their speed, so a run without -perf_config and without a tuned entry takes the
+config ranked first instead of the fixed rule's.
 
 The idea is CK's dispatcher heuristics (docs/config-selection.md): a regression on
 log1p(TFLOPS) over features of the problem, the config and how the two fit, trained on
@@ -570,7 +570,7 @@ def load(path: str) -> Model:
 
 def choose(problem, backend, given: str | None = ""):
     """(config, predicted TFLOPS, model path), or (None, why not, None): the candidate of
-    the tuning space (kernels/config.space) the model predicts fastest."""
+    the tuning space (kernels/config.space) the model ranks first."""
     from convgen.kernels import config as kconfig
     if given is None:
         return None, "selector off", None
@@ -597,6 +597,16 @@ def choose(problem, backend, given: str | None = ""):
     space = kconfig.space(problem, backend)
     x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
                    dtype=np.float64)
+    picked = pick_runnable(model, problem, backend, space, x)
+    if picked is None:
+        return None, "no config of the tuning space runs here", None
+    return space[picked[0]], picked[1], path
+
+
+def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, float] | None:
+    """model.pick_rows over the configs of `space` that runnable() keeps, asked of the few
+    candidates the pick looks at (validation costs more than the trees)."""
+    from convgen.kernels import config as kconfig
 
     @functools.cache
     def valid(i: int) -> bool:
@@ -606,12 +616,10 @@ def choose(problem, backend, given: str | None = ""):
             return False
         return True
 
-    # what runnable() keeps, asked of the few candidates the pick looks at
-    picked = (model.pick_rows(problem.direction.name, x, lambda i: valid(i) and kconfig.longest_chain(
-        problem, space[i]) <= kconfig.MAX_CHAIN) or model.pick_rows(problem.direction.name, x, valid))
-    if picked is None:
-        return None, "no config of the tuning space runs here", None
-    return space[picked[0]], picked[1], path
+    def short(i: int) -> bool:
+        return valid(i) and kconfig.longest_chain(problem, space[i]) <= kconfig.MAX_CHAIN
+    direction = problem.direction.name
+    return model.pick_rows(direction, x, short) or model.pick_rows(direction, x, valid)
 
 
 def runnable(problem, backend, space) -> list:
