@@ -329,6 +329,14 @@ def test_tail_shares_the_tiles_left_after_whole_waves(case, tail):
     programs, full = tma.tail_programs(cfg, tiles, units)
     assert full % units == 0 and 0 <= tiles - full < units
     assert programs == full + (tiles - full) * tail
+    # the launch is that grid: whole waves' programs, then `tail` per leftover tile
+    from convgen.inputs import empty_output, make_inputs
+    from convgen.options import DataSpec
+    device = current().torch_device
+    spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
+                              cfg, True, current().interpreter)
+    assert spec.kernel is tma.conv_fwd_tail_kernel and spec.grid == (programs,)
+    assert spec.runtime["FULL"] == full and spec.constexprs["TAIL"] == tail
     if current().interpreter:
         assert 0 < full < tiles   # whole tiles and shared ones, both run
     out, ref = _run(p, True, cfg.__dict__, seed=17 + tail)

@@ -65,7 +65,8 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 # choose among the PREFILTER_KEEP ranked first: a fifth of the tree walks, and in 5-fold
 # cross-validation (591 problems, the ranking model) the same efficiency: 91.9% / 75.2%
 # mean / P10 with 30 trees, 91.8% / 74.2% with 60, 91.8% / 72.6% for the whole model on
-# every candidate
+# every candidate. The candidates it ranks are the whole space; `config.validate` and the
+# chain bound are asked in its order until PREFILTER_KEEP pass (pick_runnable)
 PREFILTER_TREES = 30
 PREFILTER_KEEP = 8
 WARM_TREES = 150   # added on top of a warm start's trees
@@ -872,7 +873,7 @@ def main(command: str, args: dict) -> int:
     keep_rule = rule_families(_cross_validate(problems, args["folds"], args["trees"] or TREES,
                                               False)[0]) if len({p.shape for p in problems}) >= args["folds"] else []
     meta = {"arch": args["arch"], "problems": len(problems), "shapes": shapes, "rows": rows,
-            "trees": trees, "directions": sorted(boosters), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "trees": trees, "directions": sorted(boosters), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
             "database": os.path.basename(args["db"]),
             "warm_start": os.path.basename(args["warm_start"]) if warm else None,
             "rule_families": keep_rule,

@@ -84,7 +84,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
         space = space[:max_configs]
     todo = [c for c in space if c.describe() not in done]
     best = db.best(key)
-    if not todo and best is not None:
+    if not todo and best is not None and not (retime_before and best.measured_at < retime_before):
         # a resumed run passes finished problems in milliseconds: no inputs, no second check
         return TuneResult(_short(p), best.config, best.ms, 0, len(space), 0,
                           time.perf_counter() - t_start, "measured and checked before")
@@ -133,7 +133,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
             continue
 
         try:
-            ms = _time(prepare(p, tensors, out, cfg, True, be, config.kernel.input_precision), be)
+            ms, how = _time(prepare(p, tensors, out, cfg, True, be, config.kernel.input_precision), be)
         except Exception as e:   # noqa: BLE001 - a launch failure is a config's, recorded
             why = triton_failure(e)
             if why is None:
@@ -141,7 +141,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
             db.record(key, cfg.describe(), "invalid", error=why)
             invalid += 1
             continue
-        db.record(key, cfg.describe(), "ok", ms=ms, tflops=p.flops / ms / 1e9)
+        db.record(key, cfg.describe(), "ok", ms=ms, tflops=p.flops / ms / 1e9, error=how)
         timed += 1
     bar.close()
 
@@ -154,24 +154,27 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
     return result
 
 
-def _time(run, be) -> float:
+def _time(run, be) -> tuple[float, str | None]:
     """Median ms of run()'s launches on the GPU, L2 flushed before each (do_bench), timed as
     one CUDA graph's replay: Python's cost of a launch stays out. On the H100's host a
     launch costs 35-400 us of Python (descriptors, a split's second kernel), more than
     do_bench's L2 flush hides, so kernels of a few microseconds were timed as the host's
-    time (a 5 us launch measured 70 us) and a config's rank on small problems was noise."""
+    time (a 5 us launch measured 70 us) and a config's rank on small problems was noise.
+    -> (ms, None), or (ms, why) where the launches could not be captured and were timed
+    one by one (the row keeps why)."""
     if be.interpreter:
         t0 = time.perf_counter()
         run()
-        return (time.perf_counter() - t0) * 1e3
+        return (time.perf_counter() - t0) * 1e3, None
     import triton
-    replay = _graph(run)
-    return triton.testing.do_bench(replay or run, warmup=10, rep=50, return_mode="median")
+    replay, why = _graph(run)
+    ms = triton.testing.do_bench(replay or run, warmup=10, rep=50, return_mode="median")
+    return ms, why and f"timed per launch, not as a CUDA graph: {why}"
 
 
 def _graph(run):
-    """run()'s launches captured as one CUDA graph -> its replay, or None when a launch
-    cannot be captured (then run itself is timed)."""
+    """run()'s launches captured as one CUDA graph -> (its replay, None), or (None, why)
+    when a launch cannot be captured (then run itself is timed)."""
     import torch
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -182,10 +185,10 @@ def _graph(run):
     try:
         with torch.cuda.graph(graph):
             run()
-    except RuntimeError:
+    except RuntimeError as e:
         torch.cuda.synchronize()
-        return None
-    return graph.replay
+        return None, " ".join(str(e).split())[:200]
+    return graph.replay, None
 
 
 def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> None:

@@ -25,8 +25,8 @@ A configuration's fields:
                                 last whole wave (one program per SM) each shared by `tail`
                                 programs (2 or 4), one run of its reduction steps each, their
                                 fp32 parts added in order by the last to finish, so the
-                                leftover tiles take 1/tail of a wave, not a whole one
-                                (tma=1 only)
+                                leftover tiles take 1/tail of a wave, not a whole one,
+                                where their tail x count programs fit one wave (tma=1 only)
     s2d                         1: a strided problem run as a stride-1 one on the stride folded
                                 into the channels (kernels/s2d.py); 2: the filter's columns
                                 folded in too (fwd, bwd_weight). The other fields then
@@ -657,7 +657,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                 out.append(_vary(cfg, persistent=1))
     if problem.direction.name == "fwd" and problem.gemm[2] >= 1024:
         # large tiles with the leftover wave shared out (`tail`). H100, 3x3 512->512 7x7 fwd,
-        # batch 256: a 128x256 tile takes ~65 us whether 49, 98 or 132 run at once, so its
+        # batch 256: a 128x256 tile takes ~65 us whether 56 or 98 run at once, so its
         # 196 tiles took two waves (0.130 ms) for 1.48 waves of work; long reductions only,
         # where the parts' fp32 round trip is small beside the tile's steps
         for bm, bn, step, stages, tail in ((128, 256, 64, 3, 2), (128, 256, 64, 3, 4),
@@ -700,7 +700,7 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     """(the config to run, where it came from). Fields given on the command line force a
     config; without them the tuning database's best for exactly this problem on this
     device (arch, name, Triton version, kernel source) wins, else the config the
-    selector model (selector.py) predicts fastest, else today's rule. The last two are
+    selector model (selector.py) ranks first, else today's rule. The last two are
     matrix-core path only."""
     if problem.is_3d:
         return _select_3d(problem, backend, use_dot, overrides)

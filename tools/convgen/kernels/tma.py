@@ -30,7 +30,8 @@ The filter tap stays outside and channel blocks inside, in one flat loop as in t
 kernels. bwd_weight's reduction walks pixel boxes, split into parts as in
 conv_bwd_weight.py, whose fp32 sums split_sum_kernel adds in part order, or (`streamk`)
 shared out as stream-K, every (tile, box) step in a row and an equal run of it per
-program, a tile that programs share summed by the last of them. Where this path
+program, a tile that programs share summed by the last of them. fwd may share out the
+tiles left after its last whole wave the same way (`tail`: conv_fwd_tail_kernel). Where this path
 cannot go, `config.tma_unsupported` says why and config.validate refuses `tma=1`. Triton
 lowers descriptors to TMA copies on sm90+; the interpreter emulates them (CI tests them).
 """
@@ -251,7 +252,8 @@ def conv_fwd_tail_kernel(
     """fwd whose last, partial wave is cut finer (`tail`): programs below FULL (whole waves
     of one per SM) take a whole tile each, as conv_fwd_tma_kernel; each tile after them is
     shared by TAIL programs, one run of its reduction steps each, so the tiles left over
-    take 1/TAIL of a wave instead of a whole one. A shared tile's fp32 parts go to its TAIL
+    take 1/TAIL of a wave instead of a whole one (where their TAIL x count programs fit
+    one wave). A shared tile's fp32 parts go to its TAIL
     workspace slots; the last part to finish adds them in part order (the same sum
     whoever finishes last), stores the tile and sets its count back to zero."""
     R = Y * X * tl.cdiv(C, BLOCK_K)
