@@ -184,18 +184,24 @@ def test_every_stream_k_config_of_the_space_on_a_real_layer(stride):
     # tune checks only each problem's winner; one stream-K config (since removed) gave
     # wrong results on the H100 at ResNet-50 sizes while the interpreter agreed
     # (docs/traps.md), so every config of the space runs here once on a GPU
+    from convgen.backend import current
+    p = _problem("bwd_weight", n=64, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
+                 x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
+    configs = [c for c in config.space(p, current()) if c.streamk]
+    assert configs
+    _each_right_on_the_gpu(p, configs, seed=5)
+
+
+def _each_right_on_the_gpu(p, configs, seed):
+    """Every config run once on the GPU against torch's float64 conv (on the CPU)."""
     import torch
 
     from convgen.backend import current
     from convgen.inputs import DataSpec, empty_output, make_inputs
     from convgen.kernels.launch import run_conv
     from oracle import torch_conv
-    p = _problem("bwd_weight", n=64, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
-                 x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
     be = current()
-    configs = [c for c in config.space(p, be) if c.streamk]
-    assert configs
-    tensors = make_inputs(p, DataSpec(seed=5), be.torch_device)
+    tensors = make_inputs(p, DataSpec(seed=seed), be.torch_device)
     ref = torch_conv(p, {k: v.cpu() for k, v in tensors.items()})
     for cfg in configs:
         out = empty_output(p, be.torch_device)
@@ -213,27 +219,12 @@ def test_every_stream_k_config_of_the_space_on_a_real_layer(stride):
 def test_every_tail_config_of_the_space_on_a_real_layer(stride, batch):
     # as stream-K above: each config once on a GPU, at a batch whose tiles are fewer than
     # the SMs (every tile shared) and one whose tiles fill a wave and leave some
-    import torch
-
     from convgen.backend import current
-    from convgen.inputs import DataSpec, empty_output, make_inputs
-    from convgen.kernels.launch import run_conv
-    from oracle import torch_conv
     p = _problem("fwd", n=batch, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
                  x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
-    be = current()
-    configs = [c for c in config.space(p, be) if c.tail]
+    configs = [c for c in config.space(p, current()) if c.tail]
     assert len(configs) == 4
-    tensors = make_inputs(p, DataSpec(seed=6), be.torch_device)
-    ref = torch_conv(p, {k: v.cpu() for k, v in tensors.items()})
-    for cfg in configs:
-        out = empty_output(p, be.torch_device)
-        run_conv(p, tensors, out, cfg, True, be)
-        torch.cuda.synchronize()
-        try:
-            _check(p, out.cpu(), ref)
-        except AssertionError as e:
-            raise AssertionError(f"{cfg.describe()}: {e}") from None
+    _each_right_on_the_gpu(p, configs, seed=6)
 
 
 @pytest.mark.parametrize("sharing", ["streamk", "tail"])
