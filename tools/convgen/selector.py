@@ -605,7 +605,9 @@ def choose(problem, backend, given: str | None = ""):
 
 
 def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, float] | None:
-    """model.pick_rows over the configs of `space` that runnable() keeps, asked of the few
+    """model.pick_rows over the configs of `space` a selection may pick: those
+    kernels/config.validate accepts here (the model never learnt that the others fail),
+    of short chains (short_chain) where any is. Asked in the model's order of the few
     candidates the pick looks at (validation costs more than the trees)."""
     from convgen.kernels import config as kconfig
 
@@ -616,34 +618,23 @@ def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, 
         except ConvgenError:
             return False
         return True
-
-    def short(i: int) -> bool:
-        return valid(i) and kconfig.longest_chain(problem, space[i]) <= kconfig.MAX_CHAIN
     direction = problem.direction.name
-    return model.pick_rows(direction, x, short) or model.pick_rows(direction, x, valid)
+    return (model.pick_rows(direction, x, lambda i: valid(i) and short_chain(problem, space[i]))
+            or model.pick_rows(direction, x, valid))
 
 
-def runnable(problem, backend, space) -> list:
-    """The configs of `space` a selection may pick: those kernels/config.validate accepts
-    here (the model never learnt that the others fail), of short chains (short_chains)."""
+def short_chain(problem, cfg) -> bool:
+    """Whether cfg's programs sum at most MAX_CHAIN products in a row. The rule keeps to the
+    same bound for accuracy (a depthwise bwd_weight summed 802,816 products in one chain
+    and failed the rel bit on the H100); the model, which learns speed only, picked such a
+    config and its run failed."""
     from convgen.kernels import config as kconfig
-    ok = []
-    for cfg in space:
-        try:
-            kconfig.validate(cfg, problem, backend, True)
-        except ConvgenError:
-            continue
-        ok.append(cfg)
-    return [ok[i] for i in short_chains(problem, ok)]
+    return kconfig.longest_chain(problem, cfg) <= kconfig.MAX_CHAIN
 
 
 def short_chains(problem, configs) -> list[int]:
-    """The configs (indices) whose programs sum at most MAX_CHAIN products in a row, or all
-    of them where none does. The rule keeps to the same bound for accuracy (a depthwise
-    bwd_weight summed 802,816 products in one chain and failed the rel bit on the H100);
-    the model, which learns speed only, picked such a config and its run failed."""
-    from convgen.kernels import config as kconfig
-    keep = [i for i, c in enumerate(configs) if kconfig.longest_chain(problem, c) <= kconfig.MAX_CHAIN]
+    """The configs (indices) of short chains (short_chain), or all of them where none is."""
+    keep = [i for i, c in enumerate(configs) if short_chain(problem, c)]
     return keep or list(range(len(configs)))
 
 

@@ -247,6 +247,12 @@ def _bad(what: str) -> ConvgenError:
     return ConvgenError(what, field="perf_config")
 
 
+# The descriptor kernels' forms a config may ask for, one at a time (KernelConfig's doc):
+# the values each takes besides 0, and what a value counts
+_FORMS = {"persistent": ((1, 2), ""), "streamk": ((1, 2), " (programs per SM)"),
+          "tail": ((2, 4), " (programs per leftover tile)")}
+
+
 def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot: bool) -> None:
     """Raise ConvgenError (field "perf_config") naming the first field out of range."""
     if cfg.s2d:
@@ -285,20 +291,22 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
         raise _bad("max_num_imprecise_acc applies to fp8 types only")
     if cfg.tma not in (None, 0, 1):
         raise _bad(f"tma={cfg.tma} must be 0 or 1")
-    if cfg.persistent not in (None, 0, 1, 2):
-        raise _bad(f"persistent={cfg.persistent} must be 0, 1 or 2")
-    if cfg.persistent and not cfg.tma:
-        raise _bad(f"persistent={cfg.persistent} applies to the descriptor kernels (tma=1) only")
+    # the descriptor kernels' other forms: each takes these values, needs tma=1, and
+    # excludes the others
+    forms = [name for name in _FORMS if getattr(cfg, name)]
+    for name, (values, meaning) in _FORMS.items():
+        v = getattr(cfg, name)
+        if v not in (None, 0, *values):
+            raise _bad(f"{name}={v} must be 0, {', '.join(map(str, values[:-1]))} or "
+                       f"{values[-1]}{meaning}")
+        if v and not cfg.tma:
+            raise _bad(f"{name}={v} applies to the descriptor kernels (tma=1) only")
+        if v and name != forms[0]:
+            raise _bad(f"{name}={v} with {forms[0]}={getattr(cfg, forms[0])}: one or the other")
     if cfg.persistent and not persistent_fits(problem):
         raise _bad(f"persistent={cfg.persistent}: {problem.direction.name} "
                    + ("splits its reduction over programs" if problem.direction.splits_reduction
                       else "with a stride writes one phase view per grid row"))
-    if cfg.streamk not in (None, 0, 1, 2):
-        raise _bad(f"streamk={cfg.streamk} must be 0, 1 or 2 (programs per SM)")
-    if cfg.streamk and not cfg.tma:
-        raise _bad(f"streamk={cfg.streamk} applies to the descriptor kernels (tma=1) only")
-    if cfg.streamk and cfg.persistent:
-        raise _bad(f"streamk={cfg.streamk} with persistent={cfg.persistent}: one or the other")
     if cfg.streamk and not streamk_fits(problem):
         raise _bad(f"streamk={cfg.streamk}: " + (
             "bwd_weight with a stride on rows or columns that are not multiples of it takes "
@@ -307,16 +315,9 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
     if cfg.streamk and cfg.split != 1:
         raise _bad(f"split={cfg.split}: stream-K shares every tile's reduction among its "
                    "programs itself; split must be 1")
-    if cfg.tail not in (None, 0, 2, 4):
-        raise _bad(f"tail={cfg.tail} must be 0, 2 or 4 (programs per leftover tile)")
-    if cfg.tail and not cfg.tma:
-        raise _bad(f"tail={cfg.tail} applies to the descriptor kernels (tma=1) only")
     if cfg.tail and problem.direction.name != "fwd":
         raise _bad(f"tail={cfg.tail}: {problem.direction.name} has no kernel that shares "
                    "leftover tiles (fwd only)")
-    if cfg.tail and (cfg.persistent or cfg.streamk):
-        other = "persistent" if cfg.persistent else "streamk"
-        raise _bad(f"tail={cfg.tail} with {other}={getattr(cfg, other)}: one or the other")
     if cfg.tma:
         why = tma_refused(problem, backend, use_dot)
         if why:
