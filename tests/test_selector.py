@@ -446,3 +446,27 @@ def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
     few = list(kconfig.space(fwd, be))
     assert kconfig.longest_chain(fwd, few[0]) > kconfig.MAX_CHAIN
     assert selector.short_chains(fwd, few) == list(range(len(few)))
+
+
+SMALL = ["-batchsize=1", "-in_channels=4", "-out_channels=4", "-in_h=3", "-in_w=3",
+         "-fil_h=1", "-fil_w=1"]
+
+
+@pytest.mark.parametrize("run", [
+    ["-p"],                                    # the FMA path: never tuned, never selected
+    ["-p", "-x2", "-perf_config", "block_m=64"],   # a forced config
+    ["-p", "-x2", "-fil_layout=kczyx", "-in_layout=ncdhw", "-out_layout=nkdhw", "-in_d=3",
+     "-fil_d=2"],                              # a 3-D problem (runs its 2-D slices)
+])
+@pytest.mark.parametrize("flag,message", [
+    ("-tuning_db", "tuning database '{bad}' does not exist"),
+    ("-selector", "selector model '{bad}' cannot be used"),
+])
+def test_a_wrong_path_named_on_the_command_line_stops_every_run(tmp_path, run, flag, message):
+    """Runs that neither look up a tuned entry nor ask the model still check the paths they
+    are given: a typo is one error line, not a run that quietly used nothing."""
+    bad = str(tmp_path / "missing")
+    p = _convgen(*run, *SMALL, flag, bad)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert message.format(bad=bad) in p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith(f"convgen: error: {flag}"), p.stderr

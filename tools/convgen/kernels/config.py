@@ -703,6 +703,7 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     device (arch, name, Triton version, kernel source) wins, else the config the
     selector model (selector.py) ranks first, else today's rule. The last two are
     matrix-core path only."""
+    _open_given(db_path, selector_path)
     if problem.is_3d:
         return _select_3d(problem, backend, use_dot, overrides)
     if overrides:
@@ -724,6 +725,21 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
         return cfg, (f"selected by model {os.path.basename(model)}: predicted {predicted:.1f} "
                      f"TFLOPS; {untuned}")
     return choose(problem, backend, use_dot), f"default rule ({untuned}; {predicted})"
+
+
+def _open_given(db_path: str | None, selector_path: str | None) -> None:
+    """Opens a database or model named on the command line even where the run will not
+    consult it (the FMA path, a forced config, a 3-D problem, a tuned entry before the
+    model): a wrong path is one error line, not a run that quietly used nothing."""
+    from convgen import selector, tuning_db
+    if db_path:
+        with tuning_db.TuningDB(db_path, readonly=True):
+            pass
+    if selector_path:
+        try:
+            selector.load(selector_path)
+        except ImportError:
+            pass   # the matrix path says the selector needs lightgbm; the others never ask it
 
 
 def _select_3d(problem: ConvProblem, backend: Backend, use_dot: bool,
