@@ -118,6 +118,29 @@ def test_retime_before_times_again_only_what_was_timed_before_it(tmp_path, monke
     assert sorted(ms for status, ms, _ in rows.values() if status == "ok") == [123.0, 123.0]
 
 
+def test_retime_under_times_again_only_the_configs_that_took_less(tmp_path, monkeypatch):
+    # configs whose Python outlasts their GPU work were timed as the host's time: under a
+    # bound, every row may be such a one; above it the GPU's time was measured and stays
+    db = str(tmp_path / "t.sqlite")
+    args = cli.parse_tune(["--db", db, "--retime-before", "2100-01-01T00:00:00",
+                           "--retime-under", "1.5", *PROBLEM])
+    assert args["retime_under"] == 1.5
+    (config,) = args["configs"]
+    tune.tune([config], db, max_configs=2, progress=False)
+    import sqlite3
+    with sqlite3.connect(db) as con:
+        slow, fast = [c for (c,) in con.execute("SELECT config FROM measurements ORDER BY config")]
+        con.execute("UPDATE measurements SET ms = 2.0 WHERE config = ?", (slow,))
+        con.execute("UPDATE measurements SET ms = 1.0 WHERE config = ?", (fast,))
+    monkeypatch.setattr(tune, "_time", lambda run, be: (0.5, None))
+    (again,) = tune.tune([config], db, max_configs=2, progress=False,
+                         retime_before=args["retime_before"], retime_under=args["retime_under"])
+    assert again.measured == 1 and again.skipped == 1
+    with TuningDB(db, readonly=True) as t:
+        rows = t.measured(_key(config))
+    assert rows[slow][1] == 2.0 and rows[fast][1] == 0.5
+
+
 def test_a_stopped_retime_chooses_the_best_again_when_resumed(tmp_path, monkeypatch):
     # stopped after timing every config again but before choosing: the resumed run has
     # nothing left to time, and must still choose the best from the new times
@@ -169,6 +192,8 @@ def test_tune_times_the_gpu_not_the_python_that_launches():
     (["tune"], "no problem to tune"),
     (["tune", "--retime-before", "yesterday", *PROBLEM],
      "invalid value 'yesterday' for --retime-before: expected a time as YYYY-MM-DDTHH:MM:SS"),
+    (["tune", "--retime-under", "0.05", *PROBLEM],
+     "--retime-under: only with --retime-before (what was timed before it, and took less)"),
     (["tune", "--layers", "vgg"], "invalid value 'vgg' for --layers: expected one of issue, selector, resnet50"),
     (["tune", "--max-configs", "many", *PROBLEM],
      "invalid value 'many' for --max-configs: expected a positive integer"),

@@ -105,6 +105,13 @@ def _float_nonneg(text: str) -> float:
     return val
 
 
+def _float_pos(text: str) -> float:
+    val = _float(text)
+    if val <= 0:
+        raise ValueError("expected a number > 0")
+    return val
+
+
 def _threshold(text: str) -> tolerance.Limit:
     return tolerance.parse_limit(text)
 
@@ -974,6 +981,10 @@ TUNE_FLAGS = _table(
          "time again every config that ran and was timed before this UTC time "
          "(YYYY-MM-DDTHH:MM:SS, as the database's measured_at; a stopped run given the same "
          "time goes on where it stopped)", "off"),
+        ("retime_under", "retime_under", _float_pos,
+         "with --retime-before: only the configs whose time was under this many ms (a launch "
+         "whose Python outlasts its GPU work was timed as the host's time; above the bound "
+         "the GPU's own time was measured)", "every one"),
         ("allow_cpu", "allow_cpu", _switch(),
          "in Triton's interpreter, still choose a best (its times mean nothing)", "off"),
     ]))
@@ -1136,9 +1147,13 @@ def parse_tune(argv: list[str]) -> dict:
             configs.append(parse(words + ["-x2"]))
         except ConvgenError as e:
             raise _named(e, words) from None
+    if "retime_under" in v and "retime_before" not in v:
+        raise ConvgenError("--retime-under: only with --retime-before (what was timed before it, "
+                           "and took less)")
     return {"configs": configs, "db": tuning_db.resolve(v.get("db", ""), writing=True),
             "max_configs": v.get("max_configs"), "jobs": v.get("jobs"),
-            "allow_cpu": v.get("allow_cpu", False), "retime_before": v.get("retime_before")}
+            "allow_cpu": v.get("allow_cpu", False), "retime_before": v.get("retime_before"),
+            "retime_under": v.get("retime_under")}
 
 
 # ---- what other tools need spelled --------------------------------------------------------
@@ -1275,7 +1290,8 @@ def main(argv: list[str] | None = None) -> int:
             return report_tuning(tune(args["configs"], args["db"], args["jobs"],
                                       args["max_configs"], args["allow_cpu"],
                                       done=report_problem,
-                                      retime_before=args["retime_before"]), args["db"])
+                                      retime_before=args["retime_before"],
+                                      retime_under=args["retime_under"]), args["db"])
         if argv and argv[0] in ("train-selector", "eval-selector"):
             if wants_help:
                 print(usage(SELECTOR_FLAGS), end="")

@@ -41,10 +41,12 @@ class TuneResult:
 
 def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
          max_configs: int | None = None, allow_cpu: bool = False, progress: bool = True,
-         done=None, retime_before: str | None = None) -> list[TuneResult]:
+         done=None, retime_before: str | None = None,
+         retime_under: float | None = None) -> list[TuneResult]:
     """Tune each problem in turn; `done(result)` hears of each as it finishes (a run
     stopped early has said what it did). `retime_before` (a measured_at time): configs
-    timed before it count as not measured (a change in how times are taken)."""
+    timed before it count as not measured (a change in how times are taken); with
+    `retime_under` (ms), only those whose time was under it."""
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
     for c in configs:   # before the database is opened: a refused run leaves it untouched
@@ -55,14 +57,14 @@ def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
     with TuningDB(db_path) as db:
         for c in configs:
             results.append(_tune_one(c, db, be, jobs or os.cpu_count() or 1, max_configs,
-                                     allow_cpu, progress, retime_before))
+                                     allow_cpu, progress, retime_before, retime_under))
             if done is not None:
                 done(results[-1])
     return results
 
 
 def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress,
-              retime_before=None) -> TuneResult:
+              retime_before=None, retime_under=None) -> TuneResult:
     from tqdm import tqdm
 
     from convgen import inputs
@@ -77,7 +79,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
     key = key_for(p, be)
     done = db.measured(key)
     if retime_before:
-        for text in db.timed_before(key, retime_before):
+        for text in db.timed_before(key, retime_before, retime_under):
             del done[text]
     space = kconfig.space(p, be)
     if max_configs:

@@ -243,11 +243,13 @@ class TuningDB:
                 f"SELECT config, status, ms, error FROM measurements WHERE {_KEY_MATCH}", key)) as cur:
             return {c: (s, ms, e) for c, s, ms, e in cur}
 
-    def timed_before(self, key: dict, when: str) -> list[str]:
-        """The configs of this key that ran and were timed before `when` (a measured_at)."""
+    def timed_before(self, key: dict, when: str, under_ms: float | None = None) -> list[str]:
+        """The configs of this key that ran and were timed before `when` (a measured_at),
+        and took less than `under_ms` where given."""
         with closing(self.con.execute(
                 f"SELECT config FROM measurements WHERE {_KEY_MATCH} AND status = 'ok' "
-                "AND measured_at < :when", {**key, "when": when})) as cur:
+                "AND measured_at < :when AND (:under IS NULL OR ms < :under)",
+                {**key, "when": when, "under": under_ms})) as cur:
             return [c for (c,) in cur]
 
     def best(self, key: dict) -> Best | None:
