@@ -68,33 +68,44 @@ def test_dataset_holds_every_recorded_problem_with_its_measurements(problems):
     assert sum(t == 0 for p in problems for t in p.tflops) == failed
 
 
-def test_a_problem_timed_as_graphs_drops_its_fast_per_launch_rows(tmp_path):
+def test_a_finished_retime_drops_the_fast_per_launch_rows_it_left(tmp_path):
     # per-launch times under tune.PER_LAUNCH_TRUSTED_MS may be the host's (a 10 us config
-    # stored at 75 us): where a problem has graph-timed rows, those are left out, and the
-    # rows a per-launch time measured truly (slow ones, failures) stay; a problem timed
-    # only per launch keeps every row, all taken the same way
-    from convgen import tune
+    # stored at 75 us). Where every config of today's space has been timed as a graph,
+    # those left (configs of older spaces) go; slow rows and failures stay. A problem
+    # with only some graph rows, or none, keeps every row: they are its only times
     import sqlite3
-    base = {"direction": "bwd_weight", "dtype": "f16", "layouts": "nhwgc/gkyxc/nhwgk", "n": 1,
-            "c": 64, "k": 64, "g": 1, "h": 56, "w": 56, "y": 1, "x": 1, "stride_h": 1,
-            "stride_w": 1, "pad": "0,0,0,0", "dil_h": 1, "dil_w": 1}
-    other = {**base, "c": 128}
-    old = [("block_m=64,block_n=64,block_k=32,num_warps=4,num_stages=3,split=4,group_m=8", "ok", 0.075),
-           ("block_m=64,block_n=64,block_k=32,num_warps=4,num_stages=4,split=1,group_m=8", "ok", 0.9),
-           ("block_m=64,block_n=64,block_k=64,num_warps=4,num_stages=3,split=4,group_m=8", "invalid", None)]
-    new = [("block_m=64,block_n=64,block_k=64,num_warps=4,num_stages=4,split=4,group_m=8", "ok", 0.011)]
-    rows = [{**shape, "config": c, "status": st, "ms": ms, "tflops": ms and 0.0257 / ms}
-            for shape in (base, other) for c, st, ms in old] + \
-           [{**base, "config": c, "status": st, "ms": ms, "tflops": 0.0257 / ms} for c, st, ms in new]
-    db = _build_db(tmp_path / "t.sqlite", rows)
+
+    from convgen import tune
+    shape = {"direction": "bwd_weight", "dtype": "f16", "layouts": "nhwgc/gkyxc/nhwgk", "n": 1,
+             "c": 64, "k": 64, "g": 1, "h": 56, "w": 56, "y": 1, "x": 1, "stride_h": 1,
+             "stride_w": 1, "pad": "0,0,0,0", "dil_h": 1, "dil_w": 1}
+    p = selector._problem_of(shape)
+    space = [c.describe() for c in kconfig.space(p, selector._backend_for("sm90"))]
+    old_fast, old_slow, old_failed, old_wrong = (
+        f"block_m=64,block_n=64,block_k=128,num_warps={w},num_stages=3,split={s},group_m=8,tma=1"
+        for w, s in ((4, 14), (4, 56), (8, 14), (8, 56)))
+    assert not {old_fast, old_slow, old_failed, old_wrong} & set(space)
+    old = [(old_fast, "ok", 0.075), (old_slow, "ok", 0.9), (old_failed, "invalid", None),
+           (old_wrong, "wrong", 0.02)]
+    since, before = tune.GRAPH_TIMED_SINCE, "2026-11-20T00:00:00"
+
+    def rows(c, graph_timed):
+        return ([{**shape, "c": c, "config": t, "status": "ok", "ms": 0.011, "tflops": 2.3,
+                  "at": since if t in graph_timed else before} for t in space]
+                + [{**shape, "c": c, "config": t, "status": st, "ms": ms,
+                    "tflops": ms and 0.0257 / ms, "at": before} for t, st, ms in old])
+    done = rows(64, set(space))          # retimed: every config of the space
+    partial = rows(128, {space[0]})      # one graph row (as fwd's tail configs were)
+    untouched = rows(32, set())          # timed per launch alone
+    db = _build_db(tmp_path / "t.sqlite", done + partial + untouched)
     with sqlite3.connect(db) as con:
-        con.execute("UPDATE measurements SET measured_at = '2026-11-20T00:00:00' WHERE ms IS NULL "
-                    "OR ms > 0.05")
-    assert tune.GRAPH_TIMED_SINCE > "2026-11-20T00:00:00"
-    kept = {p.problem.c: sorted(cfg.describe() for cfg in p.configs)
-            for p in selector.load_dataset(db, "sm90")}
-    assert kept[128] == sorted(c for c, _, _ in old)
-    assert kept[64] == sorted([old[1][0], old[2][0], new[0][0]])
+        con.executemany("UPDATE measurements SET measured_at = ? WHERE c = ? AND config = ?",
+                        [(r["at"], r["c"], r["config"]) for r in done + partial + untouched])
+    kept = {q.problem.c: {cfg.describe() for cfg in q.configs}
+            for q in selector.load_dataset(db, "sm90")}
+    everything = set(space) | {t for t, _, _ in old}
+    assert kept[64] == everything - {old_fast}
+    assert kept[128] == kept[32] == everything
 
 
 def test_features_are_one_row_per_config_in_the_documented_order(problems):

@@ -343,24 +343,31 @@ def _problem_of(row: dict):
                         layouts={"input": lay_in, "filter": lay_fil, "output": lay_out})
 
 
-def _drop_host_timed(by_config: dict) -> None:
-    """One problem's configs are compared with each other, so where some were timed as
-    CUDA graphs, its per-launch times that may be the host's (under
-    tune.PER_LAUNCH_TRUSTED_MS) go: a config the retime did not reach (one of an older
-    space) would otherwise keep a time several times too slow beside its neighbours'
-    true ones (a 10 us bwd_weight split stored at 75 us)."""
+def _drop_host_timed(by_config: dict, space) -> None:
+    """One problem's configs are compared with each other. Where its retime is complete
+    (every config of today's space, `space()`'s texts, that held a per-launch time under
+    tune.PER_LAUNCH_TRUSTED_MS has a graph time), the per-launch times under that bound
+    left over go: configs of older spaces, which no retime reaches, would otherwise keep
+    times several times too slow beside their neighbours' true ones (a 10 us bwd_weight
+    split stored at 75 us). A problem with a few graph rows of another kind (fwd's `tail`
+    configs) keeps its per-launch rows: they are the only times of its other configs."""
     from convgen.tune import GRAPH_TIMED_SINCE, PER_LAUNCH_TRUSTED_MS
-    if not any(r["measured_at"] >= GRAPH_TIMED_SINCE for r in by_config.values()):
+
+    def graph_timed(r) -> bool:   # an ok row's error says where capture failed
+        return r["status"] == "ok" and r["measured_at"] >= GRAPH_TIMED_SINCE and not r["error"]
+    if not any(graph_timed(r) for r in by_config.values()):
         return
-    for text in [t for t, r in by_config.items() if r["measured_at"] < GRAPH_TIMED_SINCE
-                 and r["status"] == "ok" and r["ms"] < PER_LAUNCH_TRUSTED_MS]:
-        del by_config[text]
+    stale = [t for t, r in by_config.items() if r["status"] == "ok" and not graph_timed(r)
+             and r["ms"] < PER_LAUNCH_TRUSTED_MS]
+    if stale and not set(stale) & set(space()):
+        for text in stale:
+            del by_config[text]
 
 
 def load_dataset(db_path: str, arch: str) -> list[Problem]:
     """Every problem measured on `arch`, with the configs valid for it now. The measurements
     of all kernel versions count (the latest of each config wins; _drop_host_timed
-    leaves out per-launch times beside graph-timed ones): a kernel edit that
+    leaves out per-launch times a finished retime left behind): a kernel edit that
     changes speed shows up as new rows when its problems are tuned again. A config that
     compiled but failed, or failed the reference check, counts as 0 TFLOPS: the model
     must learn to avoid it."""
@@ -377,8 +384,9 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
         key = (row["direction"], row["dtype"], row["layouts"]) + tuple(row[c] for c in SHAPE_COLUMNS)
         grouped[(row["device"],) + key][row["config"]] = row   # the latest wins
         devices[(row["device"],) + key] = row
-    for by_config in grouped.values():
-        _drop_host_timed(by_config)
+    for full_key, by_config in grouped.items():
+        _drop_host_timed(by_config, lambda: [c.describe() for c in kconfig.space(
+            _problem_of(devices[full_key]), backend)])
     out = []
     for full_key, by_config in sorted(grouped.items()):
         first = devices[full_key]
