@@ -25,10 +25,10 @@ from convgen.options import RunConfig
 from convgen.tuning_db import TuningDB, key_for
 
 CHECKS = 3   # how many of the fastest configs may fail the reference check before giving up
-# From this UTC time (a measured_at) tune times a CUDA graph of a config's launches; rows
-# before it were timed per launch, and those under PER_LAUNCH_TRUSTED_MS may hold the
-# host's time: 35-400 us of Python a launch, a split's second kernel, outlasted the GPU's
-# work (docs/traps.md; --retime-before and --retime-under time them again)
+# From this UTC time (a measured_at) tune times a CUDA graph of a config's launches (_time
+# says why); rows before it were timed per launch, and those under PER_LAUNCH_TRUSTED_MS
+# may hold the host's time, not the GPU's (--retime-before and --retime-under time them
+# again; selector._drop_host_timed leaves out those a finished retime left behind)
 GRAPH_TIMED_SINCE = "2026-11-25T00:00:00"
 PER_LAUNCH_TRUSTED_MS = 0.5
 
