@@ -387,13 +387,11 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
         key = (row["direction"], row["dtype"], row["layouts"]) + tuple(row[c] for c in SHAPE_COLUMNS)
         grouped[(row["device"],) + key][row["config"]] = row   # the latest wins
         devices[(row["device"],) + key] = row
-    for full_key, by_config in grouped.items():
-        _drop_host_timed(by_config, lambda: [c.describe() for c in kconfig.space(
-            _problem_of(devices[full_key]), backend)])
     out = []
     for full_key, by_config in sorted(grouped.items()):
         first = devices[full_key]
         p = _problem_of(first)
+        _drop_host_timed(by_config, lambda: [c.describe() for c in kconfig.space(p, backend)])
         configs, tflops = [], []
         for text, row in sorted(by_config.items()):
             try:
