@@ -114,8 +114,7 @@ class Backend:
         differ in SMs and clocks); the backend's kind without a GPU."""
         if self.interpreter:
             return self.kind
-        import torch
-        return torch.cuda.get_device_name()
+        return _gpu_name()
 
     @property
     def max_warps(self) -> int:
@@ -197,6 +196,15 @@ class Backend:
 
 
 INTERPRETER = Backend("interpreter", "interpreter", 1)
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_name() -> str:
+    """The current GPU's name, asked once: a process runs on the one GPU its environment
+    makes visible and never switches, and a selection asks for it each time (torch's
+    call goes through its lazy init and device properties)."""
+    import torch
+    return torch.cuda.get_device_name()
 
 
 def host_memory_bytes() -> int:

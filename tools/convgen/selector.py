@@ -150,14 +150,6 @@ _DIRECTION_CODE = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2}
 DIRECTIONS = tuple(_DIRECTION_CODE)   # a model per direction
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _fill(extent: int, block: int) -> float:
-    return extent / (_cdiv(extent, block) * block)
-
-
 @dataclasses.dataclass(frozen=True)
 class Device:
     arch: str
@@ -208,6 +200,7 @@ class _KernelFacts:
         self.taps = 1 if blocks_span_taps(q) and q.direction.name == "fwd" else q.y * q.x
         self.elem = p.dtype.bits / 8
         self.flops = p.flops
+        self.log_flops = math.log2(p.flops / 1)   # of one launch (log_flops_per_launch)
         self._parts: dict = {}
 
     def parts(self, cfg) -> int:
@@ -219,19 +212,20 @@ class _KernelFacts:
 
 def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     """The config's fields and how its tiles fit the problem the kernel runs (the folded
-    one for s2d, whose facts are f)."""
+    one for s2d, whose facts are f). Ceiling divisions are written out: a selection asks
+    this of ~50 configs within its 1 ms (issue 15)."""
     q = f.q
     bm, bn, bk, split = cfg.block_m, cfg.block_n, cfg.block_k, cfg.split
-    m, r, walk = f.m, f.r, f.walk
+    m, r, walk, n_extent = f.m, f.r, f.walk, f.n_extent
+    tiles_m, tiles_k, blocks_n = -(-m // bm), -(-walk // bk), -(-n_extent // bn)
     if f.splits:
         tiles_n = column_tiles(q, bn)
-        steps = _cdiv(_cdiv(walk, split), bk)
+        steps = -(-(-(-walk // split)) // bk)   # ceil(ceil(walk / split) / bk)
         part = r / split
     else:
-        tiles_n = _cdiv(f.n_extent, bn)
-        steps = f.taps * _cdiv(walk, bk)
+        tiles_n = blocks_n
+        steps = f.taps * tiles_k
         part = r
-    tiles_m = _cdiv(m, bm)
     work = tiles_m * tiles_n * split * q.g     # tiles, each a program unless persistent
     units = f.units
     programs = min(work, units) if cfg.persistent else work
@@ -246,21 +240,25 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
         programs, full = tail_programs(cfg, work, units)
         # the leftover tiles' parts take 1/tail of a wave each
         wave_fill = waves / (full / units + math.ceil((programs - full) / units) / cfg.tail)
-    fill_m, fill_n, fill_k = _fill(m, bm), _fill(f.n_extent, bn), _fill(walk, bk)
+    fill_m, fill_n, fill_k = m / (tiles_m * bm), n_extent / (blocks_n * bn), walk / (tiles_k * bk)
     elem = f.elem
-    tile_intensity = 2 * bm * bn * bk / ((bm + bn) * bk * elem)
-    smem_kb = cfg.num_stages * (bm + bn) * bk * elem / 1024
-    parts = f.parts(cfg)
-    launches, extra = _side_launches(p, q, cfg, parts) if parts > 1 or cfg.s2d else (0, 0.0)
+    parts = f.parts(cfg) if f.splits and split != 1 else 1   # _parts says 1 there too, slower
+    if parts > 1 or cfg.s2d:
+        launches, extra = _side_launches(p, q, cfg, parts)
+        log_per_launch = math.log2(f.flops / (1 + launches))
+    else:
+        launches, extra, log_per_launch = 0, 0.0, f.log_flops
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
-            fill_m * fill_n, programs, waves, wave_fill, part, tile_intensity, smem_kb, parts,
-            1 + launches, extra / 1e6, math.log2(f.flops / (1 + launches)), f.device_units,
-            f.arch_number]
+            fill_m * fill_n, programs, waves, wave_fill, part, 2 * bm * bn * bk / ((bm + bn) * bk * elem),
+            cfg.num_stages * (bm + bn) * bk * elem / 1024, parts, 1 + launches, extra / 1e6,
+            log_per_launch, f.device_units, f.arch_number]
 
 
-def feature_rows(p, configs, dev: Device) -> list[list[float]]:
-    """features(p, cfg, dev) of each config, the problem's share worked out once."""
+def feature_rows(p, configs, dev: Device):
+    """features(p, cfg, dev) of each config, a float64 (configs x features) array: the
+    problem's share worked out once and broadcast."""
+    import numpy as np
     base = problem_features(p)
     facts: dict = {}
     rows = []
@@ -268,8 +266,11 @@ def feature_rows(p, configs, dev: Device) -> list[list[float]]:
         f = facts.get(cfg.s2d)
         if f is None:
             f = facts[cfg.s2d] = _KernelFacts(p, _kernel_problem(p, cfg), dev)
-        rows.append(base + config_features(p, cfg, dev, f))
-    return rows
+        rows.append(config_features(p, cfg, dev, f))
+    out = np.empty((len(configs), len(FEATURE_NAMES)))
+    out[:, :len(base)] = base
+    out[:, len(base):] = rows
+    return out
 
 
 def _parts(q, cfg) -> int:
@@ -304,7 +305,7 @@ def _side_launches(p, q, cfg, parts: int) -> tuple[int, float]:
 
 
 def features(p, cfg, dev: Device) -> list[float]:
-    return feature_rows(p, [cfg], dev)[0]
+    return feature_rows(p, [cfg], dev)[0].tolist()
 
 
 # ---- the data -------------------------------------------------------------------------------
@@ -411,10 +412,10 @@ def _matrix(problems: list[Problem]):
     import numpy as np
     rows, target, relevance = [], [], []
     for prob in problems:
-        rows += feature_rows(prob.problem, prob.configs, prob.device)
+        rows.append(feature_rows(prob.problem, prob.configs, prob.device))
         target += [math.log1p(t) for t in prob.tflops]
         relevance += [round(RANK_LEVELS * t / prob.best) for t in prob.tflops]
-    return (np.asarray(rows, dtype=np.float64), np.asarray(target, dtype=np.float64),
+    return (np.concatenate(rows), np.asarray(target, dtype=np.float64),
             np.asarray(relevance, dtype=np.int32), [len(prob.configs) for prob in problems])
 
 

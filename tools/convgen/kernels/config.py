@@ -47,6 +47,7 @@ text into a dict of fields (`overrides`); `choose` applies it to the default.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from dataclasses import dataclass, fields, replace
 
@@ -89,6 +90,7 @@ class KernelConfig:
 
 
 FIELDS = tuple(f.name for f in fields(KernelConfig))
+_FIELD_VALUES = operator.attrgetter(*FIELDS)
 MIN_BLOCK_K_1BYTE = 32
 # Upper bounds: a larger tile fits no GPU's registers, and Triton refuses tensors of more
 # than 2^20 elements; a deeper pipeline fits no GPU's shared memory.
@@ -538,11 +540,14 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     n = problem.direction.tile_n(problem)
     base = choose(problem, backend, True)
     out = [base]
-    seen = {base}
+    seen = {_FIELD_VALUES(base)}
 
     def add(cfg: KernelConfig) -> None:
-        if cfg not in seen:
-            seen.add(cfg)
+        # by the fields' values, hashed once (the dataclass's own hash is the Python-level
+        # tuple of them, taken for the lookup and again for the insert)
+        values = _FIELD_VALUES(cfg)
+        if values not in seen:
+            seen.add(values)
             out.append(cfg)
     for bm, bn in SPACE_MN:
         if bm > max(64, _next_pow2(m)) or bn > max(64, _next_pow2(n)):
