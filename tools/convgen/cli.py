@@ -245,8 +245,12 @@ class Flag:
     dest: str | None                 # key of the collected values; None: read and dropped
     convert: Callable[[str], Any]    # text -> value; ValueError says what was expected
     help: str = ""
-    default: str = ""
+    default: str | Callable[[], str] = ""   # shown in help; a callable where another module owns it
     section: str = ""
+
+    @property
+    def default_text(self) -> str:
+        return self.default() if callable(self.default) else self.default
 
     @property
     def boolean(self) -> bool:       # value optional: alone it means true
@@ -824,7 +828,7 @@ def _flag_help(table: Table, width: int = 100) -> str:
             section = f.section
             lines.append(f"\n{section}:")
         names = ", ".join("-" + n for n in f.names)
-        text = f.help + (f" [default: {f.default}]" if f.default else "")
+        text = f.help + (f" [default: {f.default_text}]" if f.default_text else "")
         first = f"  {names:<26}"
         body = textwrap.wrap(text, width - 29) or [""]
         if len(first) > 28:
@@ -847,7 +851,7 @@ def flags_markdown() -> str:
                           "| --- | --- | --- |"]
             names = ", ".join(f"`-{n}`" for n in f.names)
             text = f.help.replace("|", "\\|")
-            lines.append(f"| {names} | {text} | {f.default.replace('|', chr(92) + '|')} |")
+            lines.append(f"| {names} | {text} | {f.default_text.replace('|', chr(92) + '|')} |")
         return lines
     out = ["# convgen flags", "",
            "Generated from the flag tables of `tools/convgen/cli.py` by `scripts/gen-docs`; "
@@ -990,6 +994,11 @@ TUNE_FLAGS = _table(
     ]))
 
 
+def _selector_trees() -> str:
+    from convgen import selector   # imported for help alone: a run does not pay for it
+    return str(selector.TREES)
+
+
 SELECTOR_FLAGS = _table(
     ("convgen train-selector / eval-selector", [
         ("db", "db", _str, "the tuning database to learn from",
@@ -1000,7 +1009,7 @@ SELECTOR_FLAGS = _table(
          "tuning/models/ARCH.json"),
         ("warm_start", "warm_start", _str,
          "train-selector: a model to continue from (its trees kept, more added)", "none"),
-        ("trees", "trees", _size, "boosting rounds (a warm start adds fewer)", "300"),
+        ("trees", "trees", _size, "boosting rounds (a warm start adds fewer)", _selector_trees),
         ("folds", "folds", _size, "cross-validation folds, grouped by shape (eval-selector; train-selector learns from them the families that keep the rule)", "5"),
         ("json", "json", _str, "eval-selector: write the evaluation here as JSON", "none"),
     ]))

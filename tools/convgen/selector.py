@@ -44,13 +44,16 @@ SCHEMA_VERSION = 3   # 3: a ranking and a speed model per direction; 2: one per 
 MODELS_DIR = os.path.join(REPO_ROOT, "tuning", "models")
 
 # LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our data 31
-# leaves and 300 trees did as well as 63 and 400 (docs/config-selection.md) in a third of the file.
+# leaves and 300 trees did as well as 63 and 400 (docs/config-selection.md), and 75 trees at a
+# learning rate of 0.2 as well as 300 at 0.05 (5-fold, 591 problems: 97.69% / 93.14% against
+# 97.50% / 92.87% mean / P10; 100 at 0.15 and 50 at 0.3 between): a pick walks every tree
+# over its few kept candidates with the model cold in the cache, most of its time.
 # Deterministic so that a retrain on the same data writes the same file.
-TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 31,
+TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.2, "num_leaves": 31,
                 "min_data_in_leaf": 5, "feature_fraction": 0.9, "lambda_l2": 1.0,
                 "verbosity": -1, "seed": 1, "deterministic": True, "force_row_wise": True,
                 "num_threads": 1}
-TREES = 300
+TREES = 75
 # The pick is a ranking model's (LightGBM's lambdarank, the problem's configs one query,
 # relevance = RANK_LEVELS * TFLOPS / the problem's best, rounded; gains grow by 2^(1/3) a
 # level, the top 8 weighed): in 5-fold cross-validation on 591 problems it picked at 91.8% /
@@ -62,17 +65,18 @@ RANK_PARAMS = {**TRAIN_PARAMS, "objective": "lambdarank", "lambdarank_truncation
                "label_gain": [2 ** (level / 3) - 1 for level in range(RANK_LEVELS + 1)]}
 MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is predicted to run
 # A pick ranks every candidate by the first PREFILTER_TREES trees and lets the whole model
-# choose among the PREFILTER_KEEP ranked first: a fifth of the tree walks, and in 5-fold
-# cross-validation (591 problems, the ranking model) the same efficiency: 91.9% / 75.2%
-# mean / P10 with 30 trees, 91.8% / 74.2% with 60, 91.8% / 72.6% for the whole model on
-# every candidate. The candidates it ranks are the whole space; `config.validate` and the
+# choose among the PREFILTER_KEEP ranked first: a fraction of the tree walks, and in 5-fold
+# cross-validation (591 problems, the ranking model of 300 trees at 0.05) the same
+# efficiency: 91.9% / 75.2% mean / P10 with 30 trees, 91.8% / 74.2% with 60, 91.8% / 72.6%
+# for the whole model on every candidate; at 0.2 a tree moves as far as four did, and 15
+# of 75 did as well as 30 of 300. The candidates it ranks are the whole space; `config.validate` and the
 # chain bound are asked in its order until PREFILTER_KEEP pass (pick_runnable). The whole
 # model over the kept is most of a pick's time (0.085 of 0.22 ms with 8 kept on the CPU
 # machine): 4 kept cross-validated at 97.56% / 93.16% against 8's 97.6% / 93.2% (2: 97.4%
 # / 92.7%), and choose's median went from 0.49 to 0.44 ms
-PREFILTER_TREES = 30
+PREFILTER_TREES = 15
 PREFILTER_KEEP = 4
-WARM_TREES = 150   # added on top of a warm start's trees
+WARM_TREES = 40   # added on top of a warm start's trees
 
 # The device facts a feature uses, by the name the tuning database keys on: the units
 # that run programs (SMs, CUs) and the shared memory one program may use.
