@@ -538,6 +538,8 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     order (the default rule's config first). AMD fields come from the default rule."""
     m, _, r = problem.gemm
     n = problem.direction.tile_n(problem)
+    # the largest tile kept along M and N: a tile much larger than the GEMM is left out
+    m_cap, n_cap = max(64, _next_pow2(m)), max(64, _next_pow2(n))
     base = choose(problem, backend, True)
     out = [base]
     seen = {_FIELD_VALUES(base)}
@@ -550,7 +552,7 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
             seen.add(values)
             out.append(cfg)
     for bm, bn in SPACE_MN:
-        if bm > max(64, _next_pow2(m)) or bn > max(64, _next_pow2(n)):
+        if bm > m_cap or bn > n_cap:
             continue
         for bk in SPACE_K:
             if bk < min_block_k(problem):
@@ -586,7 +588,7 @@ def _s2d_space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
         configs = space(inner, backend)
         if not tma_refused(inner, backend):
             configs = [cfg for cfg in configs if cfg.tma]
-        out += [replace(cfg, s2d=mode) for cfg in configs]
+        out += [_vary(cfg, s2d=mode) for cfg in configs]
     return out
 
 
@@ -595,8 +597,10 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
     output pixels (block_k) and its split around the default's."""
     out = []
     if problem.direction.splits_reduction:
+        # the largest tile kept along the filter gradient's K and C
+        k_cap, c_cap = max(64, _next_pow2(problem.k)), max(64, _next_pow2(problem.c))
         for bm, bn in ((64, 64), (128, 64), (64, 128), (128, 128)):
-            if bm > max(64, _next_pow2(problem.k)) or bn > max(64, _next_pow2(problem.c)):
+            if bm > k_cap or bn > c_cap:
                 continue
             bn = _narrow(problem.c, bn)
             for box in (64, 128):
@@ -624,16 +628,17 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                     (128, 128, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (128, 128, 64, 4, 3, 2),
                     (128, 128, 128, 8, 3, 1), (128, 64, 64, 4, 4, 1), (128, 256, 64, 8, 3, 1),
                     (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1), (256, 128, 64, 8, 4, 1)):
-                if bm > max(64, _next_pow2(problem.k)) or bn > max(64, _next_pow2(problem.c)):
+                if bm > k_cap or bn > c_cap:
                     continue
                 out.append(_vary(base, block_m=bm, block_n=_narrow(problem.c, bn), block_k=box,
                                  num_warps=warps, num_stages=stages, split=1, tma=1,
                                  streamk=per_sm))
         return out
     n = problem.direction.tile_n(problem)
+    n_cap = max(64, _next_pow2(n))   # the widest tile kept along N
     bk = _channel_block(problem, 64)
     for bm, bn in SPACE_MN:
-        if bn > max(64, _next_pow2(n)):
+        if bn > n_cap:
             continue
         bn = _narrow(n, bn)
         # 2 stages: less shared memory, two programs on an SM (on the H100 the fastest for
@@ -654,7 +659,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
         # 1x1 layers of 1024 and 2048 channels trailed cuDNN by 0.71-0.79x with 64)
         for bm, bn, stages in ((128, 128, 2), (128, 128, 3), (128, 64, 3), (128, 64, 4),
                                (64, 128, 3), (64, 128, 4)):
-            if bn > max(64, _next_pow2(n)):
+            if bn > n_cap:
                 continue
             cfg = _vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=128, num_stages=stages,
                         num_warps=8 if bm * bn >= 128 * 128 else 4, split=1, tma=1)
@@ -668,7 +673,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
         # where the parts' fp32 round trip is small beside the tile's steps
         for bm, bn, step, stages, tail in ((128, 256, 64, 3, 2), (128, 256, 64, 3, 4),
                                             (256, 128, 64, 3, 2), (128, 128, 128, 3, 2)):
-            if bn > max(64, _next_pow2(n)) or _channel_block(problem, step) != step:
+            if bn > n_cap or _channel_block(problem, step) != step:
                 continue
             out.append(_vary(base, block_m=bm, block_n=_narrow(n, bn), block_k=step,
                              num_stages=stages, num_warps=8, split=1, tma=1, tail=tail))
