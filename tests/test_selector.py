@@ -493,6 +493,7 @@ SMALL = ["-batchsize=1", "-in_channels=4", "-out_channels=4", "-in_h=3", "-in_w=
 
 
 @pytest.mark.parametrize("run", [
+    ["-p", "-x2"],                             # the matrix path: it looks the problem up
     ["-p"],                                    # the FMA path: never tuned, never selected
     ["-p", "-x2", "-perf_config", "block_m=64"],   # a forced config
     ["-p", "-x2", "-fil_layout=kczyx", "-in_layout=ncdhw", "-out_layout=nkdhw", "-in_d=3",
@@ -504,7 +505,8 @@ SMALL = ["-batchsize=1", "-in_channels=4", "-out_channels=4", "-in_h=3", "-in_w=
 ])
 def test_a_wrong_path_named_on_the_command_line_stops_every_run(tmp_path, run, flag, message):
     """Runs that neither look up a tuned entry nor ask the model still check the paths they
-    are given: a typo is one error line, not a run that quietly used nothing."""
+    are given, and the one that does says the same: a typo is one error line, not a run
+    that quietly used nothing."""
     bad = str(tmp_path / "missing")
     p = _convgen(*run, *SMALL, flag, bad)
     assert p.returncode == 2, p.stdout + p.stderr

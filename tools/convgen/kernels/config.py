@@ -713,7 +713,9 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     device (arch, name, Triton version, kernel source) wins, else the config the
     selector model (selector.py) ranks first, else today's rule. The last two are
     matrix-core path only."""
-    _open_given(db_path, selector_path)
+    # the matrix path opens the database itself, below: once is enough
+    matrix_path = use_dot and not overrides and not problem.is_3d
+    _open_given(None if matrix_path else db_path, selector_path)
     if problem.is_3d:
         return _select_3d(problem, backend, use_dot, overrides)
     if overrides:
