@@ -190,18 +190,23 @@ def test_only_real_matrix_units_may_truncate_their_sums():
     assert not tolerance.accumulation(p, False, "ieee", None, SM90.dot_truncates).truncates   # fma.rn
 
 
-def test_the_gpu_name_is_asked_of_torch_once_per_process(monkeypatch):
+def test_the_gpu_name_is_asked_of_torch_once_per_gpu(monkeypatch):
     """A selection asks for the name (the model's device features) every run; torch's
-    call goes through its lazy init. A process never switches GPUs, so once is enough."""
+    call goes through its device properties: once per GPU is enough."""
     import torch
     from convgen import backend
     asked = []
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: asked.append(1) or "NVIDIA H100 80GB HBM3")
+    names = {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H100 PCIe"}
+    current = [0]
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: asked.append(i) or names[i])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
     backend._gpu_name.cache_clear()
     try:
         be = Backend("cuda", "sm90", 32)
-        assert [be.device_name() for _ in range(3)] == ["NVIDIA H100 80GB HBM3"] * 3
-        assert len(asked) == 1
+        assert [be.device_name() for _ in range(3)] == [names[0]] * 3
+        current[0] = 1   # a caller that switches GPUs gets the other's name (the key differs)
+        assert [be.device_name() for _ in range(2)] == [names[1]] * 2
+        assert asked == [0, 1]
         assert INTERP.device_name() == "interpreter"
     finally:
         backend._gpu_name.cache_clear()

@@ -22,11 +22,20 @@ SM90 = Backend("cuda", "sm90", 32)
 TREES = 60
 
 
-def _build_db(path, rows):
+def _build_db(path, rows, finished=True):
+    """The measurements in a database; with `finished`, each problem's fastest as its best
+    row, as a tune run that went through its space leaves it."""
+    fastest = {}
     with TuningDB(str(path)) as db:
         for r in rows:
             key = {c: r[c] if c in r else H100[c] for c in KEY_COLUMNS}
             db.record(key, r["config"], r["status"], ms=r["ms"], tflops=r["tflops"])
+            k = tuple(key.items())
+            if r["status"] == "ok" and r["tflops"] and r["tflops"] > fastest.get(k, (0,))[0]:
+                fastest[k] = (r["tflops"], r["config"], r["ms"])
+        if finished:
+            for k, (tflops, config, ms) in fastest.items():
+                db.set_best(dict(k), config, ms, tflops, "fixture")
     return str(path)
 
 
@@ -108,6 +117,23 @@ def test_a_finished_retime_drops_the_fast_per_launch_rows_it_left(tmp_path):
     assert kept[128] == kept[32] == everything
 
 
+def test_a_problem_whose_tuning_was_stopped_part_way_is_not_data(tmp_path):
+    """A tune run stopped part way (its call's time ran out) leaves some of a problem's
+    configs measured and no best row: judged among those few, any pick would look good."""
+    rows = _rows()
+    first = {c: rows[0][c] for c in KEY_COLUMNS if c in rows[0]}
+    same = [r for r in rows if all(r.get(c) == v for c, v in first.items())]
+    others = [r for r in rows if r not in same]
+    finished = _build_db(tmp_path / "finished.sqlite", rows)
+    stopped = _build_db(tmp_path / "stopped.sqlite", others)
+    _build_db(tmp_path / "stopped.sqlite", same[:2], finished=False)   # 2 configs, no best
+    assert len(same) > 2
+    every = {q.key for q in selector.load_dataset(finished, "sm90")}
+    left = {q.key for q in selector.load_dataset(stopped, "sm90")}
+    [gone] = every - left
+    assert left < every and gone[0] == first["direction"]
+
+
 def test_features_are_one_row_per_config_in_the_documented_order(problems):
     names = [n for n, _ in selector.FEATURES]
     assert len(names) == len(set(names))
@@ -134,6 +160,42 @@ def test_fill_features_measure_the_partial_tiles():
     assert f["fill_m"] == pytest.approx(49 / 64) and f["tiles_m"] == 1
     assert f["fill_n"] == pytest.approx(96 / 128) and f["tiles_n"] == 2
     assert f["programs"] == 2 and f["wave_fill"] == pytest.approx(2 / 132)
+
+
+def test_split_and_folded_configs_features_follow_their_kernels():
+    """Features of a split bwd_weight config and of a folded (s2d) fwd config against the
+    formulas written out with math.ceil: the reduction steps of one part, the parts the
+    kernel runs, the launches and the flops per launch, and a folded config's tiles over
+    the folded problem."""
+    import math
+    from convgen import dtypes
+    from convgen.kernels import conv_bwd_weight, s2d
+    from convgen.problem import make_problem
+    lay = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
+    dev = selector.Device("sm90", H100["device"])
+    p = make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=3, g=1, c_total=40,
+                     k_total=72, hi=13, wi=11, y=3, x=3, pad=(1, 1, 1, 1), layouts=lay)
+    for split in (1, 4):
+        cfg = kconfig.choose(p, SM90, True, {"block_m": 64, "block_n": 64, "block_k": 32, "split": split})
+        f = dict(zip(selector.FEATURE_NAMES, selector.features(p, cfg, dev)))
+        m, _, r = p.gemm
+        walk = p.direction.tile_k(p)
+        parts = conv_bwd_weight.parts(p, cfg)[0] if split > 1 else 1
+        assert f["steps_k"] == math.ceil(math.ceil(walk / split) / 32)
+        assert f["tiles_m"] == math.ceil(m / 64) and f["fill_m"] == m / (math.ceil(m / 64) * 64)
+        assert f["parts"] == parts and f["part_length"] == r / split
+        assert f["launches"] == (2 if parts > 1 else 1)
+        assert f["log_flops_per_launch"] == math.log2(p.flops / f["launches"])
+        assert f["fill_k"] == walk / (math.ceil(walk / 32) * 32)
+    stem = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=2, g=1, c_total=3,
+                        k_total=32, hi=17, wi=17, y=3, x=3, stride=(2, 2), pad=(1, 1, 1, 1), layouts=lay)
+    cfg = kconfig.choose(stem, SM90, True, {"s2d": 1})
+    q = s2d.inner_problem(stem, 1)
+    f = dict(zip(selector.FEATURE_NAMES, selector.features(stem, cfg, dev)))
+    assert f["s2d"] == 1 and f["tiles_m"] == math.ceil(q.gemm[0] / cfg.block_m)
+    assert f["launches"] == 3   # the fold copies the input and the filter, then the conv
+    assert f["log_flops_per_launch"] == math.log2(stem.flops / 3)
+    assert f["log_flops"] == math.log2(stem.flops)
 
 
 def test_folds_never_split_a_shape(problems):
@@ -512,3 +574,13 @@ def test_a_wrong_path_named_on_the_command_line_stops_every_run(tmp_path, run, f
     assert p.returncode == 2, p.stdout + p.stderr
     assert message.format(bad=bad) in p.stderr
     assert p.stderr.count("\n") == 1 and p.stderr.startswith(f"convgen: error: {flag}"), p.stderr
+
+
+@pytest.mark.parametrize("run", [["-p", "-x2"], ["-p"]])
+def test_with_both_paths_wrong_every_run_names_the_database(tmp_path, run):
+    """The matrix path opens the database for its lookup and the model after it; the
+    other paths check both up front, the database first: one message for one mistake."""
+    bad_db, bad_model = str(tmp_path / "missing.sqlite"), str(tmp_path / "missing.json")
+    p = _convgen(*run, *SMALL, "-tuning_db", bad_db, "-selector", bad_model)
+    assert p.returncode == 2 and p.stderr.startswith("convgen: error: -tuning_db"), p.stderr
+    assert p.stderr.count("\n") == 1 and bad_db in p.stderr

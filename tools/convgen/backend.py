@@ -114,7 +114,8 @@ class Backend:
         differ in SMs and clocks); the backend's kind without a GPU."""
         if self.interpreter:
             return self.kind
-        return _gpu_name()
+        import torch
+        return _gpu_name(torch.cuda.current_device())
 
     @property
     def max_warps(self) -> int:
@@ -198,13 +199,12 @@ class Backend:
 INTERPRETER = Backend("interpreter", "interpreter", 1)
 
 
-@functools.lru_cache(maxsize=1)
-def _gpu_name() -> str:
-    """The current GPU's name, asked once: a process runs on the one GPU its environment
-    makes visible and never switches, and a selection asks for it each time (torch's
-    call goes through its lazy init and device properties)."""
+@functools.lru_cache(maxsize=None)
+def _gpu_name(index: int) -> str:
+    """The name of GPU `index`, asked of torch once: a selection asks for it every run,
+    and torch's call goes through its device properties."""
     import torch
-    return torch.cuda.get_device_name()
+    return torch.cuda.get_device_name(index)
 
 
 def host_memory_bytes() -> int:

@@ -272,8 +272,9 @@ def feature_rows(p, configs, dev: Device):
             f = facts[cfg.s2d] = _KernelFacts(p, _kernel_problem(p, cfg), dev)
         rows.append(config_features(p, cfg, dev, f))
     out = np.empty((len(configs), len(FEATURE_NAMES)))
-    out[:, :len(base)] = base
-    out[:, len(base):] = rows
+    if configs:
+        out[:, :len(base)] = base
+        out[:, len(base):] = rows
     return out
 
 
@@ -373,19 +374,25 @@ def _drop_host_timed(by_config: dict, space) -> None:
 
 
 def load_dataset(db_path: str, arch: str) -> list[Problem]:
-    """Every problem measured on `arch`, with the configs valid for it now. The measurements
-    of all kernel versions count (the latest of each config wins; _drop_host_timed
-    leaves out per-launch times a finished retime left behind): a kernel edit that
-    changes speed shows up as new rows when its problems are tuned again. A config that
-    compiled but failed, or failed the reference check, counts as 0 TFLOPS: the model
-    must learn to avoid it."""
+    """Every problem measured on `arch` whose tuning finished (it has a best row), with the
+    configs valid for it now. The measurements of all kernel versions count (the latest
+    of each config wins; _drop_host_timed leaves out per-launch times a finished retime
+    left behind): a kernel edit that changes speed shows up as new rows when its problems
+    are tuned again. A config that compiled but failed, or failed the reference check,
+    counts as 0 TFLOPS: the model must learn to avoid it. A problem whose tuning was
+    stopped part way has only some configs measured: its best so far would judge a pick
+    among a few, so it waits for the rest."""
     from convgen.kernels import config as kconfig
     from convgen.tuning_db import TuningDB
     backend = _backend_for(arch)
+    problem_columns = ("device", "direction", "dtype", "layouts") + SHAPE_COLUMNS
     with TuningDB(db_path, readonly=True) as db:
         cur = db.con.execute("SELECT * FROM measurements WHERE arch = ? ORDER BY measured_at", (arch,))
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r)) for r in cur]
+        finished = set(db.con.execute(f"SELECT DISTINCT {', '.join(problem_columns)} FROM best "
+                                      "WHERE arch = ?", (arch,)))
+    rows = [r for r in rows if tuple(r[c] for c in problem_columns) in finished]
     grouped: dict[tuple, dict] = defaultdict(dict)
     devices = {}
     for row in rows:

@@ -527,7 +527,7 @@ SPACE_SPLIT = (1, 4, 16, 64)
 def _vary(base: KernelConfig, **changes) -> KernelConfig:
     """dataclasses.replace without its field checks or the frozen class's per-field
     __init__, at a tenth of its cost: a selection builds the space of every run
-    (kernels/selector.py's 1 ms budget). Every name in `changes` is a field."""
+    (selector.py's 1 ms budget). Every name in `changes` is a field."""
     cfg = object.__new__(KernelConfig)
     cfg.__dict__.update(base.__dict__, **changes)
     return cfg
@@ -713,9 +713,9 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     device (arch, name, Triton version, kernel source) wins, else the config the
     selector model (selector.py) ranks first, else today's rule. The last two are
     matrix-core path only."""
-    # the matrix path opens the database itself, below: once is enough
-    matrix_path = use_dot and not overrides and not problem.is_3d
-    _open_given(None if matrix_path else db_path, selector_path)
+    # the matrix path opens the database itself, below (once is enough), then the model
+    if not (use_dot and not overrides and not problem.is_3d):
+        _open_given(db_path, selector_path)
     if problem.is_3d:
         return _select_3d(problem, backend, use_dot, overrides)
     if overrides:
@@ -724,13 +724,15 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
         return choose(problem, backend, use_dot), "default rule"
     from convgen import selector, tuning_db
     path = tuning_db.resolve(db_path)
+    best = None
     if path:
         with tuning_db.TuningDB(path, readonly=True) as db:
             best = db.best(tuning_db.key_for(problem, backend))
-        if best is not None:
-            return (choose(problem, backend, use_dot, from_text(best.config)),
-                    f"tuned: the fastest measured here ({best.ms:.3f} ms, {best.measured_at}, "
-                    f"{os.path.basename(path)})")
+    _open_given(None, selector_path)   # even where a tuned entry wins
+    if best is not None:
+        return (choose(problem, backend, use_dot, from_text(best.config)),
+                f"tuned: the fastest measured here ({best.ms:.3f} ms, {best.measured_at}, "
+                f"{os.path.basename(path)})")
     untuned = f"no tuned entry in {os.path.basename(path)}" if path else "no tuning database"
     cfg, predicted, model = selector.choose(problem, backend, selector_path)
     if cfg is not None:
