@@ -231,6 +231,15 @@ def test_evaluation_reports_efficiency_against_the_oracle(problems):
     # a useful model: far better than the single config best on the training folds
     assert result["overall"]["mean"] > result["families"]["overall"]["single"]["mean"]
     assert result["selection_ms"] < 50
+    # the # line's predicted TFLOPS against the pick's measured TFLOPS, worked out here
+    errors = sorted(abs(r["predicted_tflops"] - prob_tflops) / prob_tflops
+                    for r in result["per_problem"]
+                    for prob_tflops in [by_text[r["problem"]].tflops[
+                        [c.describe() for c in by_text[r["problem"]].configs].index(r["chosen"])]])
+    error = result["prediction_error"]
+    assert error["count"] == len(errors) == len(problems)
+    assert error["median"] == pytest.approx(errors[len(errors) // 2])
+    assert 0 < error["median"] < 1 and error["median"] <= error["p90"]   # a speed model, not noise
 
 
 def test_a_model_ranks_the_problems_it_learnt_near_their_best(problems, model):

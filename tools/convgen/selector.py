@@ -817,8 +817,20 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dic
                        for who in ("selector", "model", "rule", "single")}
     out["overall"] = {k: table["overall"]["selector"][k] for k in ("mean", "p10", "min")}
     out["families"] = table
+    out["prediction_error"] = _prediction_error(per_problem)
     out["per_problem"] = per_problem
     return out
+
+
+def _prediction_error(per_problem: list[dict]) -> dict:
+    """How far the `#` line's predicted TFLOPS (the speed model's, of the model's pick) is
+    from the pick's measured TFLOPS: median and P90 of |predicted - measured| / measured."""
+    errors = sorted(abs(r["predicted_tflops"] - r["model"] * r["best_tflops"]) / (r["model"] * r["best_tflops"])
+                    for r in per_problem if r["predicted_tflops"] is not None and r["model"])
+    if not errors:
+        return {"count": 0, "median": None, "p90": None}
+    return {"count": len(errors), "median": errors[len(errors) // 2],
+            "p90": errors[min(len(errors) - 1, int(0.9 * len(errors)))]}
 
 
 def _single_best(problems: list[Problem]) -> dict[str, str]:
@@ -889,6 +901,10 @@ def main(command: str, args: dict) -> int:
         report.say(f"eval-selector: selection {result['selection_ms']:.2f} ms per problem "
                    f"(median; the slowest {result['selection_ms_max']:.2f} ms), "
                    f"{args['folds']} folds in {result['seconds']:.0f} s")
+        error = result["prediction_error"]
+        if error["count"]:
+            report.say(f"eval-selector: the predicted TFLOPS of a pick is off its measured TFLOPS "
+                       f"by {100 * error['median']:.0f}% (median), {100 * error['p90']:.0f}% (P90)")
         if args["json"]:
             try:
                 report.write_json(args["json"], result)
