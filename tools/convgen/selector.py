@@ -208,9 +208,17 @@ class _KernelFacts:
         self._parts: dict = {}
 
     def parts(self, cfg) -> int:
+        """The reduction parts q's bwd_weight kernel runs for cfg (the kernels' own rule),
+        worked out once per (tma, block_k, split); 1 where nothing is split."""
+        if not self.splits or cfg.split == 1:
+            return 1
         key = (cfg.tma, cfg.block_k, cfg.split)
         if key not in self._parts:
-            self._parts[key] = _parts(self.q, cfg)
+            if cfg.tma:
+                from convgen.kernels.tma import bwd_weight_parts as rule
+            else:
+                from convgen.kernels.conv_bwd_weight import parts as rule
+            self._parts[key] = rule(self.q, cfg)[0]
         return self._parts[key]
 
 
@@ -246,7 +254,7 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
         wave_fill = waves / (full / units + math.ceil((programs - full) / units) / cfg.tail)
     fill_m, fill_n, fill_k = m / (tiles_m * bm), n_extent / (blocks_n * bn), walk / (tiles_k * bk)
     elem = f.elem
-    parts = f.parts(cfg) if f.splits and split != 1 else 1   # _parts says 1 there too, slower
+    parts = f.parts(cfg)
     if parts > 1 or cfg.s2d:
         launches, extra = _side_launches(p, q, cfg, parts)
         log_per_launch = math.log2(f.flops / (1 + launches))
@@ -276,17 +284,6 @@ def feature_rows(p, configs, dev: Device):
         out[:, :len(base)] = base
         out[:, len(base):] = rows
     return out
-
-
-def _parts(q, cfg) -> int:
-    """The reduction parts q's bwd_weight kernel runs for cfg (the kernels' own rule)."""
-    if not q.direction.splits_reduction or cfg.split == 1:
-        return 1
-    if cfg.tma:
-        from convgen.kernels.tma import bwd_weight_parts
-        return bwd_weight_parts(q, cfg)[0]
-    from convgen.kernels.conv_bwd_weight import parts
-    return parts(q, cfg)[0]
 
 
 def _side_launches(p, q, cfg, parts: int) -> tuple[int, float]:
@@ -825,12 +822,13 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dic
 def _prediction_error(per_problem: list[dict]) -> dict:
     """How far the `#` line's predicted TFLOPS (the speed model's, of the model's pick) is
     from the pick's measured TFLOPS: median and P90 of |predicted - measured| / measured."""
-    errors = sorted(abs(r["predicted_tflops"] - r["model"] * r["best_tflops"]) / (r["model"] * r["best_tflops"])
-                    for r in per_problem if r["predicted_tflops"] is not None and r["model"])
+    import numpy as np
+    errors = [abs(r["predicted_tflops"] - r["model"] * r["best_tflops"]) / (r["model"] * r["best_tflops"])
+              for r in per_problem if r["predicted_tflops"] is not None and r["model"]]
     if not errors:
         return {"count": 0, "median": None, "p90": None}
-    return {"count": len(errors), "median": errors[len(errors) // 2],
-            "p90": errors[min(len(errors) - 1, int(0.9 * len(errors)))]}
+    return {"count": len(errors), "median": float(np.percentile(errors, 50)),
+            "p90": float(np.percentile(errors, 90))}
 
 
 def _single_best(problems: list[Problem]) -> dict[str, str]:
