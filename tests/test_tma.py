@@ -2,6 +2,7 @@
 torch's float64 conv, where they apply, when the default rule takes them, and that they
 compile to TMA copies and wgmma on sm90."""
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -562,9 +563,112 @@ def test_descriptor_kernels_compile_to_tma_and_wgmma_on_sm90():
             "    print(d, asm.count('cp.async.bulk.tensor'), int(any('wgmma' in m for m in "
             "matrix_instructions(c, 'sm90'))), l['narrow'], l['async'])\n")
     rows = [line.split() for line in compile_here("-c", code).stdout.splitlines()]
-    assert [r[0] for r in rows] == ["fwd", "bwd_data", "bwd_weight"], proc.stdout
+    assert [r[0] for r in rows] == ["fwd", "bwd_data", "bwd_weight"], rows
     for d, tma_copies, wgmma, narrow, asynchronous in rows:
         assert int(tma_copies) > 0 and wgmma == "1" and narrow == "0" and int(asynchronous) > 0, rows
+
+
+# channels that blocks of 16 divide (swap_ab reads the filter's (k, y*x*c) rows whole);
+# primes and odd extents elsewhere, so no tile is full
+SWAP_CASES = {
+    "3x3": dict(n=3, c_total=32, k_total=40, hi=7, wi=9, y=3, x=3, pad=(1, 1, 1, 1)),
+    "5x3-dilated": CASES["5x3-dilated"],
+    "1x1": dict(n=2, c_total=48, k_total=24, hi=6, wi=5, y=1, x=1),
+    "3x3-s2": dict(n=2, c_total=32, k_total=24, hi=10, wi=6, y=3, x=3, stride=(2, 2),
+                   pad=(1, 1, 1, 1)),
+    "1x1-s2": dict(n=3, c_total=16, k_total=40, hi=9, wi=7, y=1, x=1, stride=(2, 2)),
+}
+
+
+@pytest.mark.parametrize("form", ["plain", "persistent=1", "persistent=2", "tail=2"])
+@pytest.mark.parametrize("case", list(SWAP_CASES))
+def test_swapped_fwd_matches_float64(case, form):
+    from convgen.backend import current
+    from convgen.kernels import launch, tma
+    from convgen.inputs import empty_output, make_inputs
+    from convgen.options import DataSpec
+    p = _problem("fwd", "bf16" if "s2" in case else "f16", **SWAP_CASES[case])
+    perf = {"tma": 1, "swap_ab": 1, "block_m": 32, "block_n": 16, "block_k": 16}
+    if form != "plain":
+        name, value = form.split("=")
+        perf[name] = int(value)
+    cfg = config.choose(p, SM90, True, perf)
+    device = current().torch_device
+    spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
+                              cfg, True, current().interpreter)
+    # the filter goes in as its (k, y*x*c) rows, a view of its memory
+    assert spec.constexprs["SWAP"] == 1 and spec.runtime["w_desc"].block_shape == [16, 16]
+    assert spec.kernel is (tma.conv_fwd_tail_kernel if cfg.tail else tma.conv_fwd_tma_kernel)
+    out, ref = _run(p, True, perf, seed=len(case) + len(form))
+    _check(p, out, ref)
+
+
+def test_swapped_stem_runs_folded():
+    # the fold's stride-1 problem takes the swapped kernel too (its channels fill blocks)
+    p = _problem("fwd", n=2, c_total=3, k_total=16, hi=13, wi=11, y=7, x=7, stride=(2, 2),
+                 pad=(3, 3, 3, 3))
+    perf = {"s2d": 2, "tma": 1, "swap_ab": 1, "block_m": 32, "block_n": 16, "block_k": 64}
+    out, ref = _run(p, True, perf, seed=9)
+    _check(p, out, ref)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(direction="bwd_data"), "swap_ab=1: bwd_data has no swapped kernel"),
+    (dict(direction="bwd_weight"), "swap_ab=1: bwd_weight has no swapped kernel"),
+    (dict(tma=None), "swap_ab=1: applies to the descriptor kernels"),
+    (dict(c_total=24), r"swap_ab=1: block_k=16 must divide c=24"),
+    (dict(filter="yxkc"), "swap_ab=1: filter layout yxkc"),
+    (dict(swap_ab=2), "swap_ab=2 must be 0 or 1"),
+])
+def test_swap_ab_refusals(change, reason):
+    kw = dict(n=2, c_total=32, k_total=16, hi=8, wi=8, y=3, x=3, pad=(1, 1, 1, 1))
+    change = dict(change)
+    direction = change.pop("direction", "fwd")
+    kw["c_total"] = change.pop("c_total", kw["c_total"])
+    layouts = dict(LAYOUTS["nhwc"], filter=change.pop("filter", "kyxc"))
+    p = make_problem(direction=direction, dtype=elem_type("f16"), g=1, layouts=layouts, **kw)
+    with pytest.raises(ConvgenError, match=reason):
+        config.choose(p, SM90, True, {"tma": 1, "swap_ab": 1, "block_k": 16, **change})
+
+
+def test_swapped_twins_in_the_fwd_space_and_not_for_the_selector():
+    from convgen import selector
+    p = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
+    space = config.space(p, SM90)
+    swapped = [c for c in space if c.swap_ab]
+    plain = {replace(c, swap_ab=None) for c in space if not c.swap_ab}
+    # every 8-warp descriptor config once more, transposed; nothing else
+    assert {replace(c, swap_ab=None) for c in swapped} == {c for c in plain if c.tma and c.num_warps == 8}
+    assert len(swapped) == len({replace(c, swap_ab=None) for c in swapped})
+    for cfg in swapped:
+        config.validate(cfg, p, SM90, True)
+    # the model has no feature for it: it would score a swapped config as its twin
+    assert not any(selector.described(c) for c in swapped)
+    assert all(selector.described(c) for c in space if not c.swap_ab)
+    for d in ("bwd_data", "bwd_weight"):
+        q = _problem(d, n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
+        assert not any(c.swap_ab for c in config.space(q, SM90))
+    # channels no 64-channel block divides: no twin
+    odd = _problem("fwd", n=256, c_total=80, k_total=128, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1))
+    assert all(odd.c % c.block_k == 0 for c in config.space(odd, SM90) if c.swap_ab)
+
+
+def test_swapped_fwd_feeds_both_dot_operands_from_shared_memory_on_sm90():
+    # why swap_ab exists: Triton (3.6 on the H100, 3.9 here) loads a dot's first operand
+    # into registers when it is reshaped from a pixel box; the second stays in shared
+    # memory. Swapped, the first is the filter's 2-d block and neither goes through registers
+    code = ("import re\n"
+            "from convgen.kernels.isa import CHANNELS_LAST, compile_conv\n"
+            "for swap in (0, 1):\n"
+            "    perf = {'tma': 1, 'block_m': 128, 'block_n': 128, 'block_k': 32,\n"
+            "            'num_warps': 8, 'num_stages': 3, 'swap_ab': swap}\n"
+            "    ir = compile_conv('fwd', 'f16', True, 'sm90', CHANNELS_LAST, perf_config=perf).asm['ttgir']\n"
+            "    firsts = re.findall(r'ttng.warp_group_dot %\\S+, %\\S+, %\\S+.*? : (\\S+)', ir)\n"
+            "    print(swap, ir.count('ttg.local_load'), ' '.join(f.split('<')[0] for f in firsts))\n")
+    rows = [line.split() for line in compile_here("-c", code).stdout.splitlines()]
+    assert [r[0] for r in rows] == ["0", "1"], rows
+    swapped = rows[1]
+    assert swapped[1] == "0" and swapped[2:] and set(swapped[2:]) == {"!ttg.memdesc"}, rows
 
 
 def test_a_stored_pointer_config_stays_a_pointer_config_on_hopper():

@@ -407,6 +407,8 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
                 cfg = kconfig.choose(p, backend, True, kconfig.from_text(text))
             except ConvgenError:
                 continue   # no longer a config of this problem (the rules changed)
+            if not described(cfg):
+                continue
             configs.append(cfg)
             tflops.append(row["tflops"] if row["status"] == "ok" and row["tflops"] else 0.0)
         if configs and max(tflops) > 0:
@@ -630,13 +632,20 @@ def choose(problem, backend, given: str | None = ""):
     if "coverage" in model.meta and kind not in model.meta["coverage"]:
         return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
     import numpy as np
-    space = kconfig.space(problem, backend)
+    space = [cfg for cfg in kconfig.space(problem, backend) if described(cfg)]
     x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
                    dtype=np.float64)
     picked = pick_runnable(model, problem, backend, space, x)
     if picked is None:
         return None, "no config of the tuning space runs here", None
     return space[picked[0]], picked[1], path
+
+
+def described(cfg) -> bool:
+    """Whether the features tell this config from every other: not a swap_ab one (it came
+    after the shipped model's data), which would score as its unswapped twin; the model
+    neither learns from nor picks those, the tuning database still may."""
+    return not cfg.swap_ab
 
 
 def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, float] | None:

@@ -138,23 +138,29 @@ def _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW,
               USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
               DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              SH: tl.constexpr, SW: tl.constexpr):
+              SH: tl.constexpr, SW: tl.constexpr, SWAP: tl.constexpr):
     """fwd's C tile of output pixels from (n0, ho0, wo0), output channels from k0."""
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    return _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, 0, Y * X * tl.cdiv(C, BLOCK_K),
+    return _fwd_steps(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, 0, Y * X * tl.cdiv(C, BLOCK_K),
                       Y, X, DH, DW, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
-                      BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
+                      BLOCK_M, BLOCK_N, BLOCK_K, SH, SW, SWAP)
 
 
 @triton.jit
-def _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
+def _fwd_steps(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
                Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
                USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               SH: tl.constexpr, SW: tl.constexpr):
-    """fwd's reduction steps r0..r1 of the C tile at (n0, ho0, wo0), k0, added into acc."""
+               SH: tl.constexpr, SW: tl.constexpr, SWAP: tl.constexpr):
+    """fwd's reduction steps r0..r1 of the C tile at (n0, ho0, wo0), k0: its fp32 sum.
+    SWAP computes the tile transposed, filter block times pixel block: a dot's first
+    operand reshaped from a box goes through registers on Hopper (Triton 3.6), its second
+    stays in shared memory, so the filter, read through a 2-d view (k, y*x*c), goes first."""
     CB = tl.cdiv(C, BLOCK_K)
+    if SWAP:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for r in range(r0, r1):
         # GEMM reduction R: (tap, channel block); the tap shifts the input box
         fy, fx, c0 = _tap_block(r, CB, X, BLOCK_K)
@@ -167,9 +173,18 @@ def _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
             pb = (fx * DW - PW + SW * PW) % SW
             a = x_desc.load([n0, ho0 + (fy * DH - PH - pa) // SH, pa,
                              wo0 + (fx * DW - PW - pb) // SW, pb * C + c0]).reshape(BLOCK_M, BLOCK_K)
-        b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
-        acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-    return acc
+        if SWAP:
+            # GEMM reduction R as a column of the filter's (k, y*x*c) view
+            b = w_desc.load([k0, (fy * X + fx) * C + c0])
+            acc = mac(acc, b, a.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+        else:
+            b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
+            acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    if SWAP:
+        out = acc.T
+    else:
+        out = acc
+    return out
 
 
 @triton.jit
@@ -210,7 +225,7 @@ def conv_fwd_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     SH: tl.constexpr = 1, SW: tl.constexpr = 1, NUM_SMS: tl.constexpr = 0,
-    HALVES: tl.constexpr = 1,
+    HALVES: tl.constexpr = 1, SWAP: tl.constexpr = 0,
 ):
     # x: (n, h, w, c), w: (k, y, x, c), y: (n, ho, wo, k); with a stride, x is the phase
     # view (n, i, a, j, b*C + c) of input row SH*i + a and column SW*j + b
@@ -219,7 +234,7 @@ def conv_fwd_tma_kernel(
         n0, ho0, wo0, k0 = _output_tile(N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
         acc = _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, Y, X, DH, DW, USE_DOT,
                         INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N,
-                        BLOCK_K, SH, SW)
+                        BLOCK_K, SH, SW, SWAP)
         y_desc.store([n0, ho0, wo0, k0], acc.to(y_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
     else:
         # persistent: NUM_SMS programs walk the tiles; the flattened loop lets the pipeline
@@ -233,7 +248,7 @@ def conv_fwd_tma_kernel(
             n0, ho0, wo0, k0 = _tile_at(t, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
             acc = _fwd_tile(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, Y, X, DH, DW, USE_DOT,
                             INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N,
-                            BLOCK_K, SH, SW)
+                            BLOCK_K, SH, SW, SWAP)
             t_out += NUM_SMS
             n1, h1, w1, k1 = _tile_at(t_out, N, HO, WO, K, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
             _store_tile(y_desc, acc, n1, h1, w1, k1, BI, BH, BW, BLOCK_M, BLOCK_N, HALVES)
@@ -247,7 +262,7 @@ def conv_fwd_tail_kernel(
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, TAIL: tl.constexpr,
-    SH: tl.constexpr = 1, SW: tl.constexpr = 1,
+    SH: tl.constexpr = 1, SW: tl.constexpr = 1, SWAP: tl.constexpr = 0,
 ):
     """fwd whose last, partial wave is cut finer (`tail`): programs below FULL (whole waves
     of one per SM) take a whole tile each, as conv_fwd_tma_kernel; each tile after them is
@@ -267,10 +282,9 @@ def conv_fwd_tail_kernel(
     # GEMM reduction R: the whole tile's steps, or part `part` of TAIL
     lo = tl.where(whole, 0, part * R // TAIL)
     hi = tl.where(whole, R, (part + 1) * R // TAIL)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc = _fwd_steps(acc, x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, lo, hi, Y, X, DH, DW,
+    acc = _fwd_steps(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, lo, hi, Y, X, DH, DW,
                      USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
-                     BLOCK_M, BLOCK_N, BLOCK_K, SH, SW)
+                     BLOCK_M, BLOCK_N, BLOCK_K, SH, SW, SWAP)
     store = whole
     if p >= FULL:
         tile_part = (tl.arange(0, BLOCK_M) * BLOCK_N)[:, None] + tl.arange(0, BLOCK_N)[None, :]
@@ -590,6 +604,14 @@ def _phase_descriptor(t, letters: str, block: list, step: tuple):
                               [sn, sh * sh_, sh, sw_ * c, 1], block)
 
 
+def _filter_rows(w, letters: str, block: list):
+    """A descriptor over the filter as (k, y*x*c) (swap_ab: config.swap_ab_refused says
+    when it is a view of the filter's memory)."""
+    v = launch.one_group(w, letters, "kyxc")
+    v = v.view(v.shape[0], -1)
+    return _tensor_descriptor(v, list(v.shape), list(v.stride()), block)
+
+
 def _store_cols(cfg) -> int:
     """Columns of the output box one store writes: half a tile's with persistent=2."""
     return cfg.block_n // 2 if cfg.persistent == 2 else cfg.block_n
@@ -645,13 +667,17 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
         bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
         x_desc = (_phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_k], step) if phased
                   else _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step, flat=flat))
-        runtime = dict(x_desc=x_desc,
-                       w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]),
+        swap = bool(cfg.swap_ab)
+        w_desc = (_filter_rows(w, L["filter"], [cfg.block_n, cfg.block_k]) if swap
+                  else _descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]))
+        runtime = dict(x_desc=x_desc, w_desc=w_desc,
                        y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
                                           flat=flat),
                        C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
         tiles = cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n)
         constexprs = {**geo, "BI": bi, "BH": bh, "BW": bw, **strides}
+        if swap:
+            constexprs["SWAP"] = 1
         if cfg.tail:
             programs, full, ws, counts = _tail_buffers(cfg, tiles, out)
             return launch.LaunchSpec(conv_fwd_tail_kernel, (programs,),
