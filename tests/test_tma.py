@@ -224,8 +224,24 @@ def test_every_tail_config_of_the_space_on_a_real_layer(stride, batch):
     p = _problem("fwd", n=batch, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
                  x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
     configs = [c for c in config.space(p, current()) if c.tail]
-    assert len(configs) == 4
+    # four tiles, each also transposed (swap_ab; these channels fill every block)
+    assert len(configs) == 8 and sum(1 for c in configs if c.swap_ab) == 4
     _each_right_on_the_gpu(p, configs, seed=6)
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="real sizes: needs a GPU")
+@pytest.mark.parametrize("layer", ["1x1 1024->256 14x14", "3x3 s2 256->256 28x28"])
+def test_every_swapped_config_of_the_space_on_a_real_layer(layer):
+    # a new kernel shape is trusted after the GPU at real sizes (docs/traps.md): every
+    # swap_ab config of the space (persistent, halves, phase view) once, batch 32
+    from convgen.backend import current
+    shape = (dict(c_total=1024, k_total=256, hi=14, wi=14, y=1, x=1) if layer.startswith("1x1")
+             else dict(c_total=256, k_total=256, hi=28, wi=28, y=3, x=3, stride=(2, 2),
+                       pad=(1, 1, 1, 1)))
+    p = _problem("fwd", "bf16", n=32, **shape)
+    configs = [c for c in config.space(p, current()) if c.swap_ab]
+    assert len(configs) >= 8
+    _each_right_on_the_gpu(p, configs, seed=7)
 
 
 @pytest.mark.parametrize("sharing", ["streamk", "tail"])
