@@ -661,6 +661,13 @@ def test_swapped_twins_in_the_fwd_space_and_not_for_the_selector():
     # the model has no feature for it: it would score a swapped config as its twin
     assert not any(selector.described(c) for c in swapped)
     assert all(selector.described(c) for c in space if not c.swap_ab)
+    # what the selector builds for a pick: the same space without them, in the same order
+    assert config.space(p, SM90, swapped=False) == [c for c in space if selector.described(c)]
+    stem = _problem("fwd", n=8, c_total=3, k_total=64, hi=32, wi=32, y=7, x=7, stride=(2, 2),
+                    pad=(3, 3, 3, 3))
+    assert any(c.swap_ab for c in config.space(stem, SM90))
+    assert config.space(stem, SM90, swapped=False) == [c for c in config.space(stem, SM90)
+                                                       if not c.swap_ab]
     for d in ("bwd_data", "bwd_weight"):
         q = _problem(d, n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
         assert not any(c.swap_ab for c in config.space(q, SM90))

@@ -632,7 +632,7 @@ def choose(problem, backend, given: str | None = ""):
     if "coverage" in model.meta and kind not in model.meta["coverage"]:
         return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
     import numpy as np
-    space = [cfg for cfg in kconfig.space(problem, backend) if described(cfg)]
+    space = kconfig.space(problem, backend, swapped=False)   # the described configs
     x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
                    dtype=np.float64)
     picked = pick_runnable(model, problem, backend, space, x)

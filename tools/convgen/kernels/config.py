@@ -565,9 +565,11 @@ def _vary(base: KernelConfig, **changes) -> KernelConfig:
     return cfg
 
 
-def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
+def space(problem: ConvProblem, backend: Backend, swapped: bool = True) -> list[KernelConfig]:
     """The matrix-core configs `convgen tune` measures for a problem on a backend, in a fixed
-    order (the default rule's config first). AMD fields come from the default rule."""
+    order (the default rule's config first). AMD fields come from the default rule.
+    swapped=False leaves out the swap_ab twins (the selector's model cannot tell them
+    apart: selector.described), without the cost of building them."""
     m, _, r = problem.gemm
     n = problem.direction.tile_n(problem)
     # the largest tile kept along M and N: a tile much larger than the GEMM is left out
@@ -599,14 +601,14 @@ def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                                 tail=None)
                     add(cfg)
     if not tma_refused(problem, backend):
-        for cfg in _tma_space(problem, base):
+        for cfg in _tma_space(problem, base, swapped):
             add(cfg)
-    for cfg in _s2d_space(problem, backend):
+    for cfg in _s2d_space(problem, backend, swapped):
         add(cfg)
     return out
 
 
-def _s2d_space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
+def _s2d_space(problem: ConvProblem, backend: Backend, swapped: bool = True) -> list[KernelConfig]:
     """Folded configs, for strided filters whose taps hold fewer channels than a block: the
     folded problem's space (its descriptor-kernel share alone where it has one)."""
     from convgen.kernels import s2d
@@ -617,14 +619,14 @@ def _s2d_space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
         if s2d.unsupported(problem, mode):
             continue
         inner = s2d.inner_problem(problem, mode)
-        configs = space(inner, backend)
+        configs = space(inner, backend, swapped)
         if not tma_refused(inner, backend):
             configs = [cfg for cfg in configs if cfg.tma]
         out += [_vary(cfg, s2d=mode) for cfg in configs]
     return out
 
 
-def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
+def _tma_space(problem: ConvProblem, base: KernelConfig, swapped: bool = True) -> list[KernelConfig]:
     """The descriptor kernels' share of the space: tiles and depth; bwd_weight's box of
     output pixels (block_k) and its split around the default's."""
     out = []
@@ -722,7 +724,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
             # the store in two halves leaves room for a fourth stage (H100: 128x256 1x1
             # 512->256 28x28 fwd 0.138 -> 0.124 ms, 256->512 s2 0.154 -> 0.140 ms)
             out.append(_vary(whole, num_stages=4, persistent=2))
-    if problem.direction.name == "fwd":
+    if swapped and problem.direction.name == "fwd":
         # every 8-warp tile transposed too (swap_ab): the pixel box then stays in shared
         # memory for the dot. H100, ResNet-50 fwd batch 256, each layer's tuned config
         # (outputs equal bit for bit): 3x3 512->512 7x7 1.17-1.18x, 1x1 2048->512 7x7 1.17x,
