@@ -62,3 +62,10 @@ def test_forms_are_named():
     assert perf_text.form("v3:64,64,8,32,16,4,2,3,2,1,1") == "rocMLIR v3 (MFMA)"
     assert perf_text.form("gemm:v2:1") == "rocmlirTriton gemm:v2"
     assert perf_text.form("block_m=1") is None
+
+
+def test_perf_config_takes_every_config_field():
+    # a config field the command line cannot spell could be tuned and stored, yet no
+    # -perf_config (a test line, a rerun of a database's best) could ask for it
+    from convgen.kernels.config import FIELDS
+    assert PERF_FIELDS == FIELDS

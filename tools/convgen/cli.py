@@ -63,9 +63,9 @@ OPERATIONS = {"conv2d": FWD, "conv": FWD,
               "conv2d_bwd_weight": BWD_WEIGHT, "conv_bwd_weight": BWD_WEIGHT}
 
 # -perf_config's fields (key=value; rocMLIR's strings map onto them: perf_text.py)
-PERF_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split",
+PERF_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split", "group_m",
                "waves_per_eu", "matrix_instr_nonkdim", "kpack", "max_num_imprecise_acc", "tma",
-               "s2d", "persistent", "streamk", "tail")
+               "s2d", "persistent", "streamk", "tail", "swap_ab")
 
 _TRUE = ("true", "1", "on", "yes")
 _FALSE = ("false", "0", "off", "no")
