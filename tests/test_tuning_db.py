@@ -168,6 +168,64 @@ def test_kernel_digest_follows_the_kernel_source():
     assert kernel_digest(direction("fwd")) == digests["fwd"]
 
 
+def test_each_direction_is_keyed_on_the_descriptor_kernels_it_launches():
+    # kernels/tma.py holds all three directions' descriptor kernels: a direction's key takes
+    # what its launch reaches there, so an edit of another direction's kernel keeps it
+    from convgen.kernels import tma
+    from convgen.kernels.launch import reached
+
+    def names(d):
+        return {piece.split("\n")[0] for piece in reached(tma, tma._SPECS[d].__name__)}
+    fwd, data, weight = names("fwd"), names("bwd_data"), names("bwd_weight")
+    assert {"conv_fwd_tma_kernel", "conv_fwd_tail_kernel", "_fwd_steps", "_store_tile",
+            "_filter_rows", "tail_programs", "_Launch"} <= fwd
+    assert {"conv_bwd_data_tma_kernel", "_bwd_data_tile", "_phase_taps", "_store_tile"} <= data
+    assert {"conv_bwd_weight_tma_kernel", "conv_bwd_weight_streamk_kernel", "split_sum_kernel",
+            "_streamk_share", "SUM_BLOCK", "streamk_steps"} <= weight
+    assert not fwd & {"conv_bwd_data_tma_kernel", "split_sum_kernel", "_streamk_share"}
+    assert not data & {"conv_fwd_tma_kernel", "conv_fwd_tail_kernel", "split_sum_kernel"}
+    assert not weight & {"conv_fwd_tma_kernel", "_store_tile", "conv_bwd_data_tma_kernel"}
+
+
+def test_reached_source_changes_only_where_an_edit_reaches(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    from convgen.kernels.launch import reached
+    text = """
+LIMIT = 4
+def shared(v):
+    return v + LIMIT
+def only_b(v):
+    return 2 * v
+def root_a(v):
+    return shared(v)
+def root_b(v):
+    return shared(only_b(v))
+def unreached():
+    return 0
+"""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def pieces(source):
+        (tmp_path / "digest_probe.py").write_text(source)
+        sys.modules.pop("digest_probe", None)
+        importlib.invalidate_caches()
+        module = importlib.import_module("digest_probe")
+        import linecache
+        linecache.checkcache()
+        return reached(module, "root_a"), reached(module, "root_b")
+    a, b = pieces(text)
+    assert [p.split("\n")[0] for p in a] == ["LIMIT", "root_a", "shared"]
+    assert [p.split("\n")[0] for p in b] == ["LIMIT", "only_b", "root_b", "shared"]
+    a2, b2 = pieces(text.replace("2 * v", "3 * v"))          # only root_b reaches it
+    assert a2 == a and b2 != b
+    a3, b3 = pieces(text.replace("return 0", "return 1"))    # no root reaches it
+    assert (a3, b3) == (a, b)
+    a4, b4 = pieces(text.replace("LIMIT = 4", "LIMIT = 5"))  # a constant both reach
+    assert a4 != a and b4 != b
+
+
 def test_a_closed_database_is_one_plain_file_a_reader_opens_read_only(tmp_path):
     # committed to the repository and read from a read-only checkout: no -wal, no -shm
     path = tmp_path / "t.sqlite"

@@ -192,20 +192,51 @@ def triton_failure(e: BaseException) -> str | None:
 
 @functools.cache
 def kernel_digest(direction) -> str:
-    """A short digest of the source a direction's kernels are built from (its module, the
-    shared pieces in kernels/common.py, the descriptor kernels in kernels/tma.py and their
-    box shapes and pixel grids in config.py, the folded problems of kernels/s2d.py): the
-    tuning database keys times on it, so a kernel change never selects a config timed on
-    the old code (also which input view the descriptor kernels take: strided_view,
-    phase_view)."""
+    """A short digest of the source a direction's kernels are built from: its module, the
+    shared pieces in kernels/common.py, the folded problems of kernels/s2d.py, the box
+    shapes and pixel grids of config.py, and of kernels/tma.py (the descriptor kernels of
+    all three directions) what the direction's launch reaches (`reached`). The tuning
+    database keys times on it, so a kernel change never selects a config timed on the old
+    code, and an edit of one direction's descriptor kernel leaves the others' keys alone."""
     from convgen.kernels import common, config, s2d, tma
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
-    for path in (module.__file__, common.__file__, tma.__file__, s2d.__file__):
+    for path in (module.__file__, common.__file__, s2d.__file__):
         with open(path, "rb") as f:
             h.update(f.read())
     # the descriptor kernels' box shapes are chosen in config.py, with the rest of the rule
     for fn in (config.pixel_box, config.pixel_boxes, config.flat_pixels, config.pixel_grid,
                config.strided_view, config.phase_view):
         h.update(inspect.getsource(fn).encode())
+    for piece in reached(tma, tma._SPECS[direction.name].__name__):
+        h.update(piece.encode())
     return h.hexdigest()[:12]
+
+
+_CONSTANTS = (bool, int, float, str, tuple, dict)
+
+
+def reached(module, root: str) -> list[str]:
+    """The source of every function and class of `module` that its function `root` reaches
+    by name, through what those reach in turn (Triton kernels included), and the values
+    of the plain constants among those names: sorted by name, each once. What lies in
+    other modules is not followed (kernel_digest takes those whole)."""
+    import ast
+    import textwrap
+    found, todo = {}, [root]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        obj = vars(module)[name]
+        code = getattr(obj, "fn", obj)     # a Triton kernel's Python function
+        if inspect.isfunction(code) or inspect.isclass(code):
+            if code.__module__ != module.__name__:
+                continue
+            found[name] = inspect.getsource(code)
+            for node in ast.walk(ast.parse(textwrap.dedent(found[name]))):
+                if isinstance(node, ast.Name) and node.id in vars(module):
+                    todo.append(node.id)
+        elif isinstance(obj, _CONSTANTS):
+            found[name] = repr(obj)
+    return [f"{name}\n{found[name]}" for name in sorted(found)]

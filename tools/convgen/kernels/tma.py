@@ -37,6 +37,8 @@ lowers descriptors to TMA copies on sm90+; the interpreter emulates them (CI tes
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import triton
 import triton.language as tl
 
@@ -45,6 +47,7 @@ from convgen.kernels import launch
 from convgen.kernels.config import (cdiv, flat_pixels, phase_view, pixel_box, pixel_boxes, pixel_grid,
                                     strided_view)
 from convgen.kernels.common import mac, tile_ids
+from convgen.problem import LOGICAL
 
 SUM_BLOCK = 1024
 MAX_PHASE_STRIDE = 2   # four phase views at most: the kernels take four descriptors
@@ -634,91 +637,127 @@ def bwd_weight_parts(p, cfg) -> tuple[int, int]:
     return cdiv(boxes, per), per
 
 
-def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
-    import torch
-    from convgen.problem import LOGICAL
+@dataclass(frozen=True)
+class _Launch:
+    """What every direction's launch is built from: the problem, its tensors (x, w, y
+    logical views, `out` the written one), the config, the geometry constexprs, and how the
+    input's pixels are read."""
+    p: object
+    cfg: object
+    out: object
+    x: object
+    w: object
+    y: object
+    geo: dict
+    step: tuple       # the stride (rows, columns)
+    phased: bool      # the input (gradient) taken as phase views
+    flat: bool        # the pixels as one run of n*h*w (config.flat_pixels)
+    grid: tuple       # the output's pixels as the boxes tile them (config.pixel_grid)
 
-    full = {**tensors, p.writes: out}
-    x, w, y = full["input"], full["filter"], full["output"]
-    L = LOGICAL
-    geo = {**launch.geometry(p, "Y", "X", "DH", "DW"), **meta}
-    # a strided 1x1 filter without padding reads every stride-th pixel: a strided view of
-    # the input, whose pixels then map one to one onto the output's (fwd, bwd_weight); any
-    # other stride takes the input (gradient) as phase views (one per remainder (a, b), or
-    # one over them all: fwd, and bwd_weight where config.phase_view)
-    step = (p.stride_h, p.stride_w)
-    phased = step != (1, 1) and not strided_view(p)
-    name = p.direction.name
-    flat = flat_pixels(p)
-    # the output's pixels as the boxes tile them (bwd_data's input has the same when flat)
-    n, ho, wo = pixel_grid(p)
+    @classmethod
+    def of(cls, p, tensors, out, cfg, meta) -> "_Launch":
+        full = {**tensors, p.writes: out}
+        # a strided 1x1 filter without padding reads every stride-th pixel: a strided view
+        # of the input, whose pixels then map one to one onto the output's (fwd,
+        # bwd_weight); any other stride takes the input (gradient) as phase views (one per
+        # remainder (a, b), or one over them all: fwd, and bwd_weight where
+        # config.phase_view)
+        step = (p.stride_h, p.stride_w)
+        return cls(p, cfg, out, full["input"], full["filter"], full["output"],
+                   {**launch.geometry(p, "Y", "X", "DH", "DW"), **meta}, step,
+                   step != (1, 1) and not strided_view(p), flat_pixels(p), pixel_grid(p))
 
-    def inputs(box):
+    @property
+    def strides(self) -> dict:
+        return {"SH": self.step[0], "SW": self.step[1]} if self.phased else {}
+
+    def inputs(self, box) -> dict:
         """x_desc, or x_desc .. x_desc3: the phase views (slots past the last unused)."""
-        if not phased:
-            return {"x_desc": _descriptor(x, "nhwc", L["input"], box, step, flat=flat)}
-        views = [_descriptor(x, "nhwc", L["input"], box, step, (a, b))
-                 for a in range(step[0]) for b in range(step[1])]
+        if not self.phased:
+            return {"x_desc": _descriptor(self.x, "nhwc", LOGICAL["input"], box, self.step,
+                                          flat=self.flat)}
+        views = [_descriptor(self.x, "nhwc", LOGICAL["input"], box, self.step, (a, b))
+                 for a in range(self.step[0]) for b in range(self.step[1])]
         views += views[:1] * (4 - len(views))
         return dict(zip(("x_desc", "x_desc1", "x_desc2", "x_desc3"), views))
 
-    strides = {"SH": step[0], "SW": step[1]} if phased else {}
-    if name == "fwd":
-        bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
-        x_desc = (_phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_k], step) if phased
-                  else _descriptor(x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], step, flat=flat))
-        swap = bool(cfg.swap_ab)
-        w_desc = (_filter_rows(w, L["filter"], [cfg.block_n, cfg.block_k]) if swap
-                  else _descriptor(w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]))
-        runtime = dict(x_desc=x_desc, w_desc=w_desc,
-                       y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
-                                          flat=flat),
-                       C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
-        tiles = cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n)
-        constexprs = {**geo, "BI": bi, "BH": bh, "BW": bw, **strides}
-        if swap:
-            constexprs["SWAP"] = 1
-        if cfg.tail:
-            programs, full, ws, counts = _tail_buffers(cfg, tiles, out)
-            return launch.LaunchSpec(conv_fwd_tail_kernel, (programs,),
-                                     {**runtime, "ws_ptr": ws, "count_ptr": counts, "FULL": full},
-                                     {**constexprs, "TAIL": cfg.tail}, (ws, counts))
-        grid, persist = _persistent((tiles,), cfg, out)
-        return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime, {**constexprs, **persist})
-    if name == "bwd_data":
-        # tiles of the input gradient's pixels (of each phase view: grid axis 1)
-        images, rows, cols = (n, ho, wo) if flat else (p.n, cdiv(p.hi, step[0]), cdiv(p.wi, step[1]))
-        bi, bh, bw = pixel_box(images, rows, cols, cfg.block_m)
-        runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k],
-                                          flat=flat),
-                       w_desc=_descriptor(w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
-                       **inputs([bi, bh, bw, _store_cols(cfg)]),
-                       C=p.c, K=p.k, N=images, HI=rows if flat else p.hi, WI=cols if flat else p.wi,
-                       PH=p.pad_h_l, PW=p.pad_w_l)
-        grid = (cdiv(images, bi) * cdiv(rows, bh) * cdiv(cols, bw) * cdiv(p.c, cfg.block_n),)
-        if phased:
-            grid += (step[0] * step[1],)
-        grid, persist = _persistent(grid, cfg, out)
-        return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
-                                 {**geo, "BI": bi, "BH": bh, "BW": bw, **strides, **persist})
-    # bwd_weight: block_k is the reduction's box of output pixels
+
+def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+    """The descriptor kernels' launch of problem p: its direction's spec (_SPECS). Each
+    direction's tuning rows are keyed on the source that spec reaches (launch.kernel_digest),
+    so this dispatch holds nothing else."""
+    return _SPECS[p.direction.name](_Launch.of(p, tensors, out, cfg, meta))
+
+
+def _fwd_spec(c: _Launch) -> launch.LaunchSpec:
+    p, cfg, L = c.p, c.cfg, LOGICAL
+    n, ho, wo = c.grid
+    bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
+    x_desc = (_phase_descriptor(c.x, L["input"], [bi, bh, 1, bw, cfg.block_k], c.step) if c.phased
+              else _descriptor(c.x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], c.step, flat=c.flat))
+    swap = bool(cfg.swap_ab)
+    w_desc = (_filter_rows(c.w, L["filter"], [cfg.block_n, cfg.block_k]) if swap
+              else _descriptor(c.w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]))
+    runtime = dict(x_desc=x_desc, w_desc=w_desc,
+                   y_desc=_descriptor(c.y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
+                                      flat=c.flat),
+                   C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
+    tiles = cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n)
+    constexprs = {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides}
+    if swap:
+        constexprs["SWAP"] = 1
+    if cfg.tail:
+        programs, full, ws, counts = _tail_buffers(cfg, tiles, c.out)
+        return launch.LaunchSpec(conv_fwd_tail_kernel, (programs,),
+                                 {**runtime, "ws_ptr": ws, "count_ptr": counts, "FULL": full},
+                                 {**constexprs, "TAIL": cfg.tail}, (ws, counts))
+    grid, persist = _persistent((tiles,), cfg, c.out)
+    return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime, {**constexprs, **persist})
+
+
+def _bwd_data_spec(c: _Launch) -> launch.LaunchSpec:
+    p, cfg, L, step = c.p, c.cfg, LOGICAL, c.step
+    # tiles of the input gradient's pixels (of each phase view: grid axis 1); flat, the
+    # output's grid is the input's
+    images, rows, cols = c.grid if c.flat else (p.n, cdiv(p.hi, step[0]), cdiv(p.wi, step[1]))
+    bi, bh, bw = pixel_box(images, rows, cols, cfg.block_m)
+    runtime = dict(y_desc=_descriptor(c.y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k],
+                                      flat=c.flat),
+                   w_desc=_descriptor(c.w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
+                   **c.inputs([bi, bh, bw, _store_cols(cfg)]),
+                   C=p.c, K=p.k, N=images, HI=rows if c.flat else p.hi, WI=cols if c.flat else p.wi,
+                   PH=p.pad_h_l, PW=p.pad_w_l)
+    grid = (cdiv(images, bi) * cdiv(rows, bh) * cdiv(cols, bw) * cdiv(p.c, cfg.block_n),)
+    if c.phased:
+        grid += (step[0] * step[1],)
+    grid, persist = _persistent(grid, cfg, c.out)
+    return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
+                             {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides, **persist})
+
+
+def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
+    import torch
+    p, cfg, L, out = c.p, c.cfg, LOGICAL, c.out
+    n, ho, wo = c.grid
+    # block_k is the reduction's box of output pixels
     bi, bh, bw = pixel_box(n, ho, wo, cfg.block_k)
+    strides = c.strides
     if phase_view(p):
-        xs = {"x_desc": _phase_descriptor(x, L["input"], [bi, bh, 1, bw, cfg.block_n], step)}
+        xs = {"x_desc": _phase_descriptor(c.x, L["input"], [bi, bh, 1, bw, cfg.block_n], c.step)}
         strides["PHASE_VIEW"] = True
-    elif cfg.streamk and phased:
+    elif cfg.streamk and c.phased:
         # config.validate refuses it; a launch without validation must not take four phase
         # views to a kernel that reads one
         raise ConvgenError(f"streamk={cfg.streamk}: bwd_weight with a stride on rows or "
                            "columns that are not multiples of it", field="perf_config")
     else:
-        xs = inputs([bi, bh, bw, cfg.block_n])
-    sw = dict(zip(L["filter"], w.stride()))
-    runtime = dict(y_desc=_descriptor(y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m], flat=flat),
-                   **xs, w_ptr=w,
+        xs = c.inputs([bi, bh, bw, cfg.block_n])
+    sw = dict(zip(L["filter"], c.w.stride()))
+    runtime = dict(y_desc=_descriptor(c.y, "nhwk", L["output"], [bi, bh, bw, cfg.block_m], flat=c.flat),
+                   **xs, w_ptr=c.w,
                    C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l,
                    sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"])
-    constexprs = {**{k: v for k, v in geo.items() if k not in ("BLOCK_K", "GROUP_M")},
+    constexprs = {**{k: v for k, v in c.geo.items() if k not in ("BLOCK_K", "GROUP_M")},
                   "BI": bi, "BH": bh, "BW": bw, **strides}
     if cfg.streamk:
         programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
@@ -729,7 +768,7 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     ws = None
     if split > 1:
         ws = torch.empty((split * p.k * p.gemm[1],), dtype=torch.float32, device=out.device)
-    runtime.update(ws_ptr=w if ws is None else ws, PER=per)
+    runtime.update(ws_ptr=c.w if ws is None else ws, PER=per)
     constexprs["SPLIT"] = split
     grid = (cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n), p.y * p.x, split)
 
@@ -781,3 +820,7 @@ def _streamk_buffers(p, cfg, out) -> tuple[int, int, object, object]:
     ws = torch.empty((programs * 2 * cfg.block_m * cfg.block_n,), dtype=torch.float32, device=out.device)
     counts = torch.zeros((tiles,), dtype=torch.int32, device=out.device)
     return programs, steps, ws, counts
+
+
+# each direction's launch; kernel_digest hashes what each one reaches
+_SPECS = {"fwd": _fwd_spec, "bwd_data": _bwd_data_spec, "bwd_weight": _bwd_weight_spec}
