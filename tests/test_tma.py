@@ -230,15 +230,16 @@ def test_every_tail_config_of_the_space_on_a_real_layer(stride, batch):
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="real sizes: needs a GPU")
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data"])
 @pytest.mark.parametrize("layer", ["1x1 1024->256 14x14", "3x3 s2 256->256 28x28"])
-def test_every_swapped_config_of_the_space_on_a_real_layer(layer):
+def test_every_swapped_config_of_the_space_on_a_real_layer(layer, direction):
     # a new kernel shape is trusted after the GPU at real sizes (docs/traps.md): every
     # swap_ab config of the space (persistent, halves, phase view) once, batch 32
     from convgen.backend import current
     shape = (dict(c_total=1024, k_total=256, hi=14, wi=14, y=1, x=1) if layer.startswith("1x1")
              else dict(c_total=256, k_total=256, hi=28, wi=28, y=3, x=3, stride=(2, 2),
                        pad=(1, 1, 1, 1)))
-    p = _problem("fwd", "bf16", n=32, **shape)
+    p = _problem(direction, "bf16", n=32, **shape)
     configs = [c for c in config.space(p, current()) if c.swap_ab]
     assert len(configs) >= 8
     _each_right_on_the_gpu(p, configs, seed=7)
@@ -596,6 +597,24 @@ SWAP_CASES = {
 }
 
 
+@pytest.mark.parametrize("form", ["plain", "persistent=1", "persistent=2"])
+@pytest.mark.parametrize("case", ["3x3", "5x3-dilated", "1x1", "3x3-s2", "1x1-s2", "odd-channels"])
+def test_swapped_bwd_data_matches_float64(case, form):
+    # channels no block divides too: the filter view's columns past C belong to the next
+    # tap and make input channels that no store writes
+    cases = {**SWAP_CASES, "odd-channels": dict(n=2, c_total=24, k_total=40, hi=7, wi=5, y=3,
+                                                x=3, pad=(1, 1, 1, 1))}
+    p = _problem("bwd_data", "bf16" if "s2" in case else "f16", **cases[case])
+    if form != "plain" and (p.stride_h, p.stride_w) != (1, 1):
+        pytest.skip("persistent bwd_data is stride 1 only")
+    perf = {"tma": 1, "swap_ab": 1, "block_m": 32, "block_n": 16, "block_k": 16}
+    if form != "plain":
+        name, value = form.split("=")
+        perf[name] = int(value)
+    out, ref = _run(p, True, perf, seed=3 + len(case) + len(form))
+    _check(p, out, ref)
+
+
 @pytest.mark.parametrize("form", ["plain", "persistent=1", "persistent=2", "tail=2"])
 @pytest.mark.parametrize("case", list(SWAP_CASES))
 def test_swapped_fwd_matches_float64(case, form):
@@ -629,7 +648,6 @@ def test_swapped_stem_runs_folded():
 
 
 @pytest.mark.parametrize("change,reason", [
-    (dict(direction="bwd_data"), "swap_ab=1: bwd_data has no swapped kernel"),
     (dict(direction="bwd_weight"), "swap_ab=1: bwd_weight has no swapped kernel"),
     (dict(tma=None), "swap_ab=1: applies to the descriptor kernels"),
     (dict(c_total=24), r"swap_ab=1: block_k=16 must divide c=24"),
@@ -668,30 +686,35 @@ def test_swapped_twins_in_the_fwd_space_and_not_for_the_selector():
     assert any(c.swap_ab for c in config.space(stem, SM90))
     assert config.space(stem, SM90, swapped=False) == [c for c in config.space(stem, SM90)
                                                        if not c.swap_ab]
-    for d in ("bwd_data", "bwd_weight"):
-        q = _problem(d, n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
-        assert not any(c.swap_ab for c in config.space(q, SM90))
+    data = _problem("bwd_data", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3,
+                    pad=(1, 1, 1, 1))
+    swapped = [c for c in config.space(data, SM90) if c.swap_ab]
+    assert swapped and all(c.num_warps == 8 and c.tma for c in swapped)
+    q = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3,
+                 pad=(1, 1, 1, 1))
+    assert not any(c.swap_ab for c in config.space(q, SM90))
     # channels no 64-channel block divides: no twin
     odd = _problem("fwd", n=256, c_total=80, k_total=128, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1))
     assert all(odd.c % c.block_k == 0 for c in config.space(odd, SM90) if c.swap_ab)
 
 
-def test_swapped_fwd_feeds_both_dot_operands_from_shared_memory_on_sm90():
+def test_swapped_kernels_feed_both_dot_operands_from_shared_memory_on_sm90():
     # why swap_ab exists: Triton (3.6 on the H100, 3.9 here) loads a dot's first operand
     # into registers when it is reshaped from a pixel box; the second stays in shared
     # memory. Swapped, the first is the filter's 2-d block and neither goes through registers
     code = ("import re\n"
             "from convgen.kernels.isa import CHANNELS_LAST, compile_conv\n"
-            "for swap in (0, 1):\n"
+            "for d in ('fwd', 'bwd_data'):\n"
+            "  for swap in (0, 1):\n"
             "    perf = {'tma': 1, 'block_m': 128, 'block_n': 128, 'block_k': 32,\n"
             "            'num_warps': 8, 'num_stages': 3, 'swap_ab': swap}\n"
-            "    ir = compile_conv('fwd', 'f16', True, 'sm90', CHANNELS_LAST, perf_config=perf).asm['ttgir']\n"
+            "    ir = compile_conv(d, 'f16', True, 'sm90', CHANNELS_LAST, perf_config=perf).asm['ttgir']\n"
             "    firsts = re.findall(r'ttng.warp_group_dot %\\S+, %\\S+, %\\S+.*? : (\\S+)', ir)\n"
-            "    print(swap, ir.count('ttg.local_load'), ' '.join(f.split('<')[0] for f in firsts))\n")
+            "    print(d, swap, ir.count('ttg.local_load'), ' '.join(f.split('<')[0] for f in firsts))\n")
     rows = [line.split() for line in compile_here("-c", code).stdout.splitlines()]
-    assert [r[0] for r in rows] == ["0", "1"], rows
-    swapped = rows[1]
-    assert swapped[1] == "0" and swapped[2:] and set(swapped[2:]) == {"!ttg.memdesc"}, rows
+    assert [r[:2] for r in rows] == [["fwd", "0"], ["fwd", "1"], ["bwd_data", "0"], ["bwd_data", "1"]], rows
+    for swapped in (rows[1], rows[3]):
+        assert swapped[2] == "0" and swapped[3:] and set(swapped[3:]) == {"!ttg.memdesc"}, rows
 
 
 def test_a_stored_pointer_config_stays_a_pointer_config_on_hopper():

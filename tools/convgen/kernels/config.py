@@ -27,13 +27,14 @@ A configuration's fields:
                                 fp32 parts added in order by the last to finish, so the
                                 leftover tiles take 1/tail of a wave, not a whole one,
                                 where their tail x count programs fit one wave (tma=1 only)
-    swap_ab                     fwd on the descriptor kernels: 1 computes each tile
-                                transposed, filter block times pixel block, the filter read
-                                through its (k, y*x*c) view (block_k must divide c; filter
-                                k, y, x, c in memory). Triton 3.6 on Hopper feeds a dot's
-                                first operand from registers when it is reshaped from a
-                                box and keeps the second in shared memory: so the 2-d
-                                filter goes first and the pixel box second (tma=1 only)
+    swap_ab                     fwd and bwd_data on the descriptor kernels: 1 computes each
+                                tile transposed, filter block times pixel block, the filter
+                                read through its (k, y*x*c) view (filter k, y, x, c in
+                                memory; fwd: block_k must divide c). Triton 3.6 on Hopper
+                                feeds a dot's first operand from registers when it is
+                                reshaped from a box and keeps the second in shared memory:
+                                so the 2-d filter goes first and the pixel box second
+                                (tma=1 only)
     s2d                         1: a strided problem run as a stride-1 one on the stride folded
                                 into the channels (kernels/s2d.py); 2: the filter's columns
                                 folded in too (fwd, bwd_weight). The other fields then
@@ -353,9 +354,9 @@ def swap_ab_refused(problem: ConvProblem, cfg: KernelConfig) -> str | None:
     """Why `cfg` with swap_ab=1 cannot run `problem`; None: it can."""
     if not cfg.tma:
         return "applies to the descriptor kernels (tma=1) only"
-    if problem.direction.name != "fwd":
-        return f"{problem.direction.name} has no swapped kernel (fwd only)"
-    if problem.c % cfg.block_k:
+    if problem.direction.splits_reduction:
+        return f"{problem.direction.name} has no swapped kernel (fwd and bwd_data only)"
+    if problem.direction.name == "fwd" and problem.c % cfg.block_k:
         # a step past the last channel of a tap would read the next tap's filter; the
         # pixel box's zeros there make 0 * inf = NaN of an infinite filter value
         return (f"block_k={cfg.block_k} must divide c={problem.c} (the filter's (k, y*x*c) "
@@ -724,13 +725,14 @@ def _tma_space(problem: ConvProblem, base: KernelConfig, swapped: bool = True) -
             # the store in two halves leaves room for a fourth stage (H100: 128x256 1x1
             # 512->256 28x28 fwd 0.138 -> 0.124 ms, 256->512 s2 0.154 -> 0.140 ms)
             out.append(_vary(whole, num_stages=4, persistent=2))
-    if swapped and problem.direction.name == "fwd":
+    if swapped:
         # every 8-warp tile transposed too (swap_ab): the pixel box then stays in shared
         # memory for the dot. H100, ResNet-50 fwd batch 256, each layer's tuned config
         # (outputs equal bit for bit): 3x3 512->512 7x7 1.17-1.18x, 1x1 2048->512 7x7 1.17x,
         # 1x1 256->1024 14x14 1.11-1.13x faster; 0.78-0.82x where the transposed store's
         # shared memory left room for one program per SM instead of two (3x3 128->128 28x28
-        # with 4 stages), so it is a choice per problem, not a rule
+        # with 4 stages), so it is a choice per problem, not a rule. bwd_data's output
+        # gradient box is the same first operand (docs/conv-benchmark.md)
         out += [_vary(cfg, swap_ab=1) for cfg in out
                 if cfg.num_warps == 8 and swap_ab_refused(problem, cfg) is None]
     return out

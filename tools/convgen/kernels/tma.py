@@ -307,22 +307,64 @@ def conv_fwd_tail_kernel(
 
 
 @triton.jit
-def _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, K, PH, PW,
+def _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, C, K, PH, PW,
                    Y: tl.constexpr, X: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
                    USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                    DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Stride-1 bwd_data's C tile of input pixels from (n0, h0, w0), input channels from c0."""
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   SWAP: tl.constexpr):
+    """Stride-1 bwd_data's C tile of input pixels from (n0, h0, w0), input channels from c0
+    (transposed with SWAP, as _bwd_data_product keeps it)."""
+    acc = _bwd_data_zeros(BLOCK_M, BLOCK_N, SWAP)
     KB = tl.cdiv(K, BLOCK_K)
     for r in range(0, Y * X * KB):
         # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
         # takes input pixel h from is h + PH - fy*DH (stride 1)
         fy, fx, k0 = _tap_block(r, KB, X, BLOCK_K)
         a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
+        acc = _bwd_data_product(acc, a, w_desc, k0, fy, fx, c0, C, X, USE_DOT, INPUT_PRECISION,
+                                DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N, BLOCK_K, SWAP)
+    return _bwd_data_result(acc, SWAP)
+
+
+@triton.jit
+def _bwd_data_zeros(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SWAP: tl.constexpr):
+    if SWAP:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    return acc
+
+
+@triton.jit
+def _bwd_data_product(acc, a, w_desc, k0, fy, fx, c0, C, X: tl.constexpr,
+                      USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                      DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      SWAP: tl.constexpr):
+    """acc + the output-gradient block `a` (pixels x k) times tap (fy, fx)'s filter block
+    (k0.., c0..). SWAP keeps the tile transposed, filter block first, read through the
+    filter's (k, y*x*c) view: a first operand reshaped from a box goes through registers
+    (fwd's swap_ab). Its columns past C are the next tap's, and make input channels past C,
+    which no store writes."""
+    if SWAP:
+        # GEMM reduction R: rows k0.. of the (k, y*x*c) view; columns N: the tap's c0..
+        b = w_desc.load([k0, (fy * X + fx) * C + c0])
+        acc = mac(acc, b.T, a.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+    else:
         b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
         acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
     return acc
+
+
+@triton.jit
+def _bwd_data_result(acc, SWAP: tl.constexpr):
+    """The (pixels x channels) tile of an accumulator _bwd_data_product kept."""
+    if SWAP:
+        out = acc.T
+    else:
+        out = acc
+    return out
 
 
 @triton.jit
@@ -334,15 +376,15 @@ def conv_bwd_data_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     x_desc1=None, x_desc2=None, x_desc3=None, SH: tl.constexpr = 1, SW: tl.constexpr = 1,
-    NUM_SMS: tl.constexpr = 0, HALVES: tl.constexpr = 1,
+    NUM_SMS: tl.constexpr = 0, HALVES: tl.constexpr = 1, SWAP: tl.constexpr = 0,
 ):
     # y (output gradient): (n, ho, wo, k), w: (k, y, x, c), x (input gradient): (n, h, w, c)
     if SH * SW == 1 and NUM_SMS == 0:
         # GEMM rows M: a box of input pixels; columns N: input channels c0..
         n0, h0, w0, c0 = _output_tile(N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, K, PH, PW, Y, X, DH, DW, USE_DOT,
+        acc = _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, C, K, PH, PW, Y, X, DH, DW, USE_DOT,
                              INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N,
-                             BLOCK_K)
+                             BLOCK_K, SWAP)
         x_desc.store([n0, h0, w0, c0], acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N))
     elif SH * SW == 1:
         # persistent, as in conv_fwd_tma_kernel
@@ -351,9 +393,9 @@ def conv_bwd_data_tma_kernel(
         for t in tl.range(tl.program_id(0), tiles, NUM_SMS, flatten=True):
             # GEMM rows M: tile t's box of input pixels; columns N: input channels c0..
             n0, h0, w0, c0 = _tile_at(t, N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
-            acc = _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, K, PH, PW, Y, X, DH, DW, USE_DOT,
+            acc = _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, C, K, PH, PW, Y, X, DH, DW, USE_DOT,
                                  INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M,
-                                 BLOCK_N, BLOCK_K)
+                                 BLOCK_N, BLOCK_K, SWAP)
             t_out += NUM_SMS
             n1, h1, w1, c1 = _tile_at(t_out, N, HI, WI, C, BI, BH, BW, BLOCK_M, BLOCK_N, GROUP_M)
             _store_tile(x_desc, acc, n1, h1, w1, c1, BI, BH, BW, BLOCK_M, BLOCK_N, HALVES)
@@ -365,7 +407,7 @@ def conv_bwd_data_tma_kernel(
         pb = ph - pa * SW
         n0, i0, j0, c0 = _output_tile(N, tl.cdiv(HI, SH), tl.cdiv(WI, SW), C, BI, BH, BW,
                                       BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _bwd_data_zeros(BLOCK_M, BLOCK_N, SWAP)
         KB = tl.cdiv(K, BLOCK_K)
         fy0, fx0, ty, tx = _phase_taps(pa, pb, PH, PW, Y, X, SH, SW)
         for r in range(0, ty * tx * KB):
@@ -375,9 +417,10 @@ def conv_bwd_data_tma_kernel(
             fy, fx, k0 = _phase_tap_block(r, KB, tx, fy0, fx0, SH, SW, BLOCK_K)
             a = y_desc.load([n0, i0 + (pa + PH - fy) // SH, j0 + (pb + PW - fx) // SW,
                              k0]).reshape(BLOCK_M, BLOCK_K)
-            b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_K, BLOCK_N)
-            acc = mac(acc, a, b, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-        out = acc.to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N)
+            acc = _bwd_data_product(acc, a, w_desc, k0, fy, fx, c0, C, X, USE_DOT, INPUT_PRECISION,
+                                    DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N, BLOCK_K,
+                                    SWAP)
+        out = _bwd_data_result(acc, SWAP).to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N)
         if ph == 0:
             x_desc.store([n0, i0, j0, c0], out)
         elif ph == 1:
@@ -721,9 +764,12 @@ def _bwd_data_spec(c: _Launch) -> launch.LaunchSpec:
     # output's grid is the input's
     images, rows, cols = c.grid if c.flat else (p.n, cdiv(p.hi, step[0]), cdiv(p.wi, step[1]))
     bi, bh, bw = pixel_box(images, rows, cols, cfg.block_m)
+    swap = bool(cfg.swap_ab)
+    w_desc = (_filter_rows(c.w, L["filter"], [cfg.block_k, cfg.block_n]) if swap
+              else _descriptor(c.w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]))
     runtime = dict(y_desc=_descriptor(c.y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k],
                                       flat=c.flat),
-                   w_desc=_descriptor(c.w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]),
+                   w_desc=w_desc,
                    **c.inputs([bi, bh, bw, _store_cols(cfg)]),
                    C=p.c, K=p.k, N=images, HI=rows if c.flat else p.hi, WI=cols if c.flat else p.wi,
                    PH=p.pad_h_l, PW=p.pad_w_l)
@@ -732,7 +778,8 @@ def _bwd_data_spec(c: _Launch) -> launch.LaunchSpec:
         grid += (step[0] * step[1],)
     grid, persist = _persistent(grid, cfg, c.out)
     return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
-                             {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides, **persist})
+                             {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides, **persist,
+                              **({"SWAP": 1} if swap else {})})
 
 
 def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
