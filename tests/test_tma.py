@@ -604,13 +604,24 @@ def test_swapped_bwd_data_matches_float64(case, form):
     # tap and make input channels that no store writes
     cases = {**SWAP_CASES, "odd-channels": dict(n=2, c_total=24, k_total=40, hi=7, wi=5, y=3,
                                                 x=3, pad=(1, 1, 1, 1))}
+    from convgen.backend import current
+    from convgen.inputs import empty_output, make_inputs
+    from convgen.kernels import launch
+    from convgen.options import DataSpec
     p = _problem("bwd_data", "bf16" if "s2" in case else "f16", **cases[case])
     if form != "plain" and (p.stride_h, p.stride_w) != (1, 1):
         pytest.skip("persistent bwd_data is stride 1 only")
-    perf = {"tma": 1, "swap_ab": 1, "block_m": 32, "block_n": 16, "block_k": 16}
+    # three different block sizes: a filter block read with its sides swapped would show
+    perf = {"tma": 1, "swap_ab": 1, "block_m": 64, "block_n": 32, "block_k": 16}
     if form != "plain":
         name, value = form.split("=")
         perf[name] = int(value)
+    cfg = config.choose(p, SM90, True, perf)
+    device = current().torch_device
+    spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
+                              cfg, True, current().interpreter)
+    # the filter goes in as (k, y*x*c) rows: blocks of block_k rows, block_n channels
+    assert spec.constexprs["SWAP"] == 1 and spec.runtime["w_desc"].block_shape == [16, 32]
     out, ref = _run(p, True, perf, seed=3 + len(case) + len(form))
     _check(p, out, ref)
 
@@ -623,7 +634,8 @@ def test_swapped_fwd_matches_float64(case, form):
     from convgen.inputs import empty_output, make_inputs
     from convgen.options import DataSpec
     p = _problem("fwd", "bf16" if "s2" in case else "f16", **SWAP_CASES[case])
-    perf = {"tma": 1, "swap_ab": 1, "block_m": 32, "block_n": 16, "block_k": 16}
+    # three different block sizes: a filter block read with its sides swapped would show
+    perf = {"tma": 1, "swap_ab": 1, "block_m": 64, "block_n": 32, "block_k": 16}
     if form != "plain":
         name, value = form.split("=")
         perf[name] = int(value)
@@ -631,8 +643,8 @@ def test_swapped_fwd_matches_float64(case, form):
     device = current().torch_device
     spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
                               cfg, True, current().interpreter)
-    # the filter goes in as its (k, y*x*c) rows, a view of its memory
-    assert spec.constexprs["SWAP"] == 1 and spec.runtime["w_desc"].block_shape == [16, 16]
+    # the filter goes in as its (k, y*x*c) rows: blocks of block_n filters, block_k channels
+    assert spec.constexprs["SWAP"] == 1 and spec.runtime["w_desc"].block_shape == [32, 16]
     assert spec.kernel is (tma.conv_fwd_tail_kernel if cfg.tail else tma.conv_fwd_tma_kernel)
     out, ref = _run(p, True, perf, seed=len(case) + len(form))
     _check(p, out, ref)
@@ -695,7 +707,7 @@ def test_swapped_twins_in_the_fwd_space_and_not_for_the_selector():
     assert not any(c.swap_ab for c in config.space(q, SM90))
     # channels no 64-channel block divides: no twin
     odd = _problem("fwd", n=256, c_total=80, k_total=128, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1))
-    assert all(odd.c % c.block_k == 0 for c in config.space(odd, SM90) if c.swap_ab)
+    assert not any(c.swap_ab for c in config.space(odd, SM90))
 
 
 def test_swapped_kernels_feed_both_dot_operands_from_shared_memory_on_sm90():
@@ -715,6 +727,10 @@ def test_swapped_kernels_feed_both_dot_operands_from_shared_memory_on_sm90():
     assert [r[:2] for r in rows] == [["fwd", "0"], ["fwd", "1"], ["bwd_data", "0"], ["bwd_data", "1"]], rows
     for swapped in (rows[1], rows[3]):
         assert swapped[2] == "0" and swapped[3:] and set(swapped[3:]) == {"!ttg.memdesc"}, rows
+    # and unswapped the first operand is a register tensor: if a Triton upgrade keeps it in
+    # shared memory, swap_ab may have stopped paying (time it again)
+    for plain in (rows[0], rows[2]):
+        assert plain[2] != "0" and "tensor" in plain[3:], rows
 
 
 def test_a_stored_pointer_config_stays_a_pointer_config_on_hopper():

@@ -175,7 +175,8 @@ def test_each_direction_is_keyed_on_the_descriptor_kernels_it_launches():
     from convgen.kernels.launch import reached
 
     def names(d):
-        return {piece.split("\n")[0] for piece in reached(tma, tma._SPECS[d].__name__)}
+        return {piece.split("\n")[0] for piece in reached(tma, "launch_spec", "_Launch",
+                                                           tma._SPECS[d].__name__, skip=("_SPECS",))}
     fwd, data, weight = names("fwd"), names("bwd_data"), names("bwd_weight")
     assert {"conv_fwd_tma_kernel", "conv_fwd_tail_kernel", "_fwd_steps", "_store_tile",
             "_filter_rows", "tail_programs", "_Launch"} <= fwd
@@ -206,14 +207,15 @@ def unreached():
     return 0
 """
     monkeypatch.syspath_prepend(str(tmp_path))
+    versions = iter(range(100))
 
     def pieces(source):
-        (tmp_path / "digest_probe.py").write_text(source)
-        sys.modules.pop("digest_probe", None)
+        # each version its own module: a rewrite within the same second and of the same
+        # size would otherwise import the first version's cached bytecode
+        name = f"digest_probe_{next(versions)}"
+        (tmp_path / f"{name}.py").write_text(source)
         importlib.invalidate_caches()
-        module = importlib.import_module("digest_probe")
-        import linecache
-        linecache.checkcache()
+        module = importlib.import_module(name)
         return reached(module, "root_a"), reached(module, "root_b")
     a, b = pieces(text)
     assert [p.split("\n")[0] for p in a] == ["LIMIT", "root_a", "shared"]
@@ -224,6 +226,25 @@ def unreached():
     assert (a3, b3) == (a, b)
     a4, b4 = pieces(text.replace("LIMIT = 4", "LIMIT = 5"))  # a constant both reach
     assert a4 != a and b4 != b
+    # what it cannot take by source or value stops it rather than keying on an address
+    with pytest.raises(TypeError, match="LIMIT: a object"):
+        pieces(text.replace("LIMIT = 4", "LIMIT = object()"))
+    # a wrapped helper is read through its wrapper; a name bound elsewhere is named
+    wrapped = text.replace("def shared(v):", "import functools\nfrom os.path import join\n"
+                           "@functools.lru_cache\ndef shared(v):\n    join\n")
+    a5, _ = pieces(wrapped)
+    assert "join\nposixpath.join" in a5 and any(p.startswith("shared\n@functools") for p in a5)
+
+
+def test_the_digest_covers_every_spec_s_context():
+    # the dispatch and the context every direction's spec starts from are in all three keys
+    from convgen.kernels import tma
+    from convgen.kernels.launch import reached
+    for d in ("fwd", "bwd_data", "bwd_weight"):
+        names = {p.split("\n")[0] for p in reached(tma, "launch_spec", "_Launch",
+                                                    tma._SPECS[d].__name__, skip=("_SPECS",))}
+        assert {"launch_spec", "_Launch", tma._SPECS[d].__name__} <= names
+        assert not {f.__name__ for f in tma._SPECS.values()} - {tma._SPECS[d].__name__} & names
 
 
 def test_a_closed_database_is_one_plain_file_a_reader_opens_read_only(tmp_path):

@@ -644,7 +644,8 @@ def choose(problem, backend, given: str | None = ""):
 def described(cfg) -> bool:
     """Whether the features tell this config from every other: not a swap_ab one (it came
     after the shipped model's data), which would score as its unswapped twin; the model
-    neither learns from nor picks those, the tuning database still may."""
+    neither learns from nor picks those, the tuning database still may. So eval-selector's
+    efficiencies are against the best unswapped config, not the database's best."""
     return not cfg.swap_ab
 
 

@@ -208,35 +208,58 @@ def kernel_digest(direction) -> str:
     for fn in (config.pixel_box, config.pixel_boxes, config.flat_pixels, config.pixel_grid,
                config.strided_view, config.phase_view):
         h.update(inspect.getsource(fn).encode())
-    for piece in reached(tma, tma._SPECS[direction.name].__name__):
+    # the dispatch and the context every spec starts from, then the direction's own spec
+    for piece in reached(tma, "launch_spec", "_Launch", tma._SPECS[direction.name].__name__,
+                         skip=("_SPECS",)):
         h.update(piece.encode())
     return h.hexdigest()[:12]
 
 
-_CONSTANTS = (bool, int, float, str, tuple, dict)
+_PLAIN = (bool, int, float, str, type(None))
 
 
-def reached(module, root: str) -> list[str]:
-    """The source of every function and class of `module` that its function `root` reaches
-    by name, through what those reach in turn (Triton kernels included), and the values
-    of the plain constants among those names: sorted by name, each once. What lies in
-    other modules is not followed (kernel_digest takes those whole)."""
+def _plain(value) -> bool:
+    """A value whose repr is the same in every process: no object addresses, no set order."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    return isinstance(value, _PLAIN)
+
+
+def reached(module, *roots: str, skip: tuple = ()) -> list[str]:
+    """The source of every function and class of `module` that the `roots` reach by name,
+    through what those reach in turn (Triton kernels and wrapped functions unwrapped), the
+    values of the plain constants among those names, and for a name bound to a function,
+    class or module of elsewhere which one it is: sorted by name, each once. What lies in
+    other modules is not followed (kernel_digest takes those whole); names in `skip` are
+    not followed either. Any other kind of value raises: its repr might differ between
+    processes or hide source the key must cover."""
     import ast
     import textwrap
-    found, todo = {}, [root]
+    found, todo = {}, list(roots)
     while todo:
         name = todo.pop()
-        if name in found:
+        if name in found or name in skip:
             continue
         obj = vars(module)[name]
-        code = getattr(obj, "fn", obj)     # a Triton kernel's Python function
-        if inspect.isfunction(code) or inspect.isclass(code):
+        code = obj
+        while hasattr(code, "fn") or hasattr(code, "__wrapped__"):
+            # a Triton kernel (autotuned or not) and functools wrappers: their function
+            code = getattr(code, "fn", None) or code.__wrapped__
+        if inspect.ismodule(obj):
+            found[name] = f"module {obj.__name__}"
+        elif inspect.isfunction(code) or inspect.isclass(code):
             if code.__module__ != module.__name__:
+                found[name] = f"{code.__module__}.{code.__qualname__}"
                 continue
             found[name] = inspect.getsource(code)
             for node in ast.walk(ast.parse(textwrap.dedent(found[name]))):
                 if isinstance(node, ast.Name) and node.id in vars(module):
                     todo.append(node.id)
-        elif isinstance(obj, _CONSTANTS):
+        elif _plain(obj):
             found[name] = repr(obj)
+        else:
+            raise TypeError(f"{module.__name__}.{name}: a {type(obj).__name__}, which the "
+                            "kernel digest cannot take by its source or value")
     return [f"{name}\n{found[name]}" for name in sorted(found)]

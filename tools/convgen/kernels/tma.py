@@ -156,9 +156,7 @@ def _fwd_steps(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                SH: tl.constexpr, SW: tl.constexpr, SWAP: tl.constexpr):
     """fwd's reduction steps r0..r1 of the C tile at (n0, ho0, wo0), k0: its fp32 sum.
-    SWAP computes the tile transposed, filter block times pixel block: a dot's first
-    operand reshaped from a box goes through registers on Hopper (Triton 3.6), its second
-    stays in shared memory, so the filter, read through a 2-d view (k, y*x*c), goes first."""
+    SWAP computes it transposed, the filter's 2-d block first (config.py's swap_ab says why)."""
     CB = tl.cdiv(C, BLOCK_K)
     if SWAP:
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -343,10 +341,9 @@ def _bwd_data_product(acc, a, w_desc, k0, fy, fx, c0, C, X: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       SWAP: tl.constexpr):
     """acc + the output-gradient block `a` (pixels x k) times tap (fy, fx)'s filter block
-    (k0.., c0..). SWAP keeps the tile transposed, filter block first, read through the
-    filter's (k, y*x*c) view: a first operand reshaped from a box goes through registers
-    (fwd's swap_ab). Its columns past C are the next tap's, and make input channels past C,
-    which no store writes."""
+    (k0.., c0..). SWAP keeps the tile transposed, the filter's 2-d block first (config.py's
+    swap_ab says why); that block's columns past C are the next tap's, and make input
+    channels past C, which no store writes."""
     if SWAP:
         # GEMM reduction R: rows k0.. of the (k, y*x*c) view; columns N: the tap's c0..
         b = w_desc.load([k0, (fy * X + fx) * C + c0])
@@ -651,11 +648,17 @@ def _phase_descriptor(t, letters: str, block: list, step: tuple):
 
 
 def _filter_rows(w, letters: str, block: list):
-    """A descriptor over the filter as (k, y*x*c) (swap_ab: config.swap_ab_refused says
-    when it is a view of the filter's memory)."""
+    """A descriptor over the filter as (k, y*x*c) (swap_ab), which must be its memory:
+    config.swap_ab_refused asks for a k, y, x, c layout; a filter laid out so yet not dense
+    (a view another caller made) is refused here."""
     v = launch.one_group(w, letters, "kyxc")
-    v = v.view(v.shape[0], -1)
-    return _tensor_descriptor(v, list(v.shape), list(v.stride()), block)
+    k, y, x, c = v.shape
+    dense = all(s == want for s, want, d in zip(v.stride(), (y * x * c, x * c, c, 1), v.shape)
+                if d > 1)
+    if not dense or v.data_ptr() % 16:
+        raise ConvgenError("swap_ab=1: the filter must be dense k, y, x, c in memory and 16-byte "
+                           "aligned (it is read as one (k, y*x*c) matrix)", field="perf_config")
+    return _tensor_descriptor(v, [k, y * x * c], [y * x * c, 1], block)
 
 
 def _store_cols(cfg) -> int:
@@ -788,7 +791,7 @@ def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
     n, ho, wo = c.grid
     # block_k is the reduction's box of output pixels
     bi, bh, bw = pixel_box(n, ho, wo, cfg.block_k)
-    strides = c.strides
+    strides = dict(c.strides)
     if phase_view(p):
         xs = {"x_desc": _phase_descriptor(c.x, L["input"], [bi, bh, 1, bw, cfg.block_n], c.step)}
         strides["PHASE_VIEW"] = True
