@@ -226,6 +226,16 @@ def unreached():
     assert (a3, b3) == (a, b)
     a4, b4 = pieces(text.replace("LIMIT = 4", "LIMIT = 5"))  # a constant both reach
     assert a4 != a and b4 != b
+    # a name the module's source does not bind is not followed, whatever the process has
+    # put into its globals since (Triton's interpreter adds TensorDescriptor to a kernel
+    # module once a kernel ran: the keys of a lit worker moved between its tests)
+    text_local = text.replace("def unreached():", "def root_c(v):\n    injected = v\n    return injected\ndef unreached():")
+    (tmp_path / "digest_probe_local.py").write_text(text_local)
+    importlib.invalidate_caches()
+    module = importlib.import_module("digest_probe_local")
+    first = reached(module, "root_c")
+    module.injected = object()
+    assert reached(module, "root_c") == first == ["root_c\ndef root_c(v):\n    injected = v\n    return injected\n"]
     # what it cannot take by source or value stops it rather than keying on an address
     with pytest.raises(TypeError, match="LIMIT: a object"):
         pieces(text.replace("LIMIT = 4", "LIMIT = object()"))

@@ -227,6 +227,25 @@ def _plain(value) -> bool:
     return isinstance(value, _PLAIN)
 
 
+@functools.cache
+def _bound_names(module) -> frozenset:
+    """The names the module's own source binds at its top level (definitions, imports,
+    assignments): what its functions can mean by a global name. Not vars(module), which
+    others may add to while the process runs (Triton's interpreter puts TensorDescriptor
+    into a kernel module's globals once a kernel has run there)."""
+    import ast
+    names = set()
+    for node in ast.parse(inspect.getsource(module)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return frozenset(names)
+
+
 def reached(module, *roots: str, skip: tuple = ()) -> list[str]:
     """The source of every function and class of `module` that the `roots` reach by name,
     through what those reach in turn (Triton kernels and wrapped functions unwrapped), the
@@ -237,6 +256,7 @@ def reached(module, *roots: str, skip: tuple = ()) -> list[str]:
     processes or hide source the key must cover."""
     import ast
     import textwrap
+    bound = _bound_names(module)
     found, todo = {}, list(roots)
     while todo:
         name = todo.pop()
@@ -255,7 +275,7 @@ def reached(module, *roots: str, skip: tuple = ()) -> list[str]:
                 continue
             found[name] = inspect.getsource(code)
             for node in ast.walk(ast.parse(textwrap.dedent(found[name]))):
-                if isinstance(node, ast.Name) and node.id in vars(module):
+                if isinstance(node, ast.Name) and node.id in bound:
                     todo.append(node.id)
         elif _plain(obj):
             found[name] = repr(obj)
