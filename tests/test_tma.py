@@ -597,6 +597,26 @@ SWAP_CASES = {
 }
 
 
+def _swapped_launch(p, form):
+    """(perf, config, launch spec) of problem p with swap_ab and the other form named
+    ("plain", "persistent=1", ...): three different block sizes, so a filter block read with
+    its sides swapped would show."""
+    from convgen.backend import current
+    from convgen.inputs import empty_output, make_inputs
+    from convgen.kernels import launch
+    from convgen.options import DataSpec
+    perf = {"tma": 1, "swap_ab": 1, "block_m": 64, "block_n": 32, "block_k": 16}
+    if form != "plain":
+        name, value = form.split("=")
+        perf[name] = int(value)
+    cfg = config.choose(p, SM90, True, perf)
+    device = current().torch_device
+    spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
+                              cfg, True, current().interpreter)
+    assert spec.constexprs["SWAP"] == 1
+    return perf, cfg, spec
+
+
 @pytest.mark.parametrize("form", ["plain", "persistent=1", "persistent=2"])
 @pytest.mark.parametrize("case", ["3x3", "5x3-dilated", "1x1", "3x3-s2", "1x1-s2", "odd-channels"])
 def test_swapped_bwd_data_matches_float64(case, form):
@@ -604,24 +624,12 @@ def test_swapped_bwd_data_matches_float64(case, form):
     # tap and make input channels that no store writes
     cases = {**SWAP_CASES, "odd-channels": dict(n=2, c_total=24, k_total=40, hi=7, wi=5, y=3,
                                                 x=3, pad=(1, 1, 1, 1))}
-    from convgen.backend import current
-    from convgen.inputs import empty_output, make_inputs
-    from convgen.kernels import launch
-    from convgen.options import DataSpec
     p = _problem("bwd_data", "bf16" if "s2" in case else "f16", **cases[case])
     if form != "plain" and (p.stride_h, p.stride_w) != (1, 1):
         pytest.skip("persistent bwd_data is stride 1 only")
-    # three different block sizes: a filter block read with its sides swapped would show
-    perf = {"tma": 1, "swap_ab": 1, "block_m": 64, "block_n": 32, "block_k": 16}
-    if form != "plain":
-        name, value = form.split("=")
-        perf[name] = int(value)
-    cfg = config.choose(p, SM90, True, perf)
-    device = current().torch_device
-    spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
-                              cfg, True, current().interpreter)
+    perf, _, spec = _swapped_launch(p, form)
     # the filter goes in as (k, y*x*c) rows: blocks of block_k rows, block_n channels
-    assert spec.constexprs["SWAP"] == 1 and spec.runtime["w_desc"].block_shape == [16, 32]
+    assert spec.runtime["w_desc"].block_shape == [16, 32]
     out, ref = _run(p, True, perf, seed=3 + len(case) + len(form))
     _check(p, out, ref)
 
@@ -629,22 +637,11 @@ def test_swapped_bwd_data_matches_float64(case, form):
 @pytest.mark.parametrize("form", ["plain", "persistent=1", "persistent=2", "tail=2"])
 @pytest.mark.parametrize("case", list(SWAP_CASES))
 def test_swapped_fwd_matches_float64(case, form):
-    from convgen.backend import current
-    from convgen.kernels import launch, tma
-    from convgen.inputs import empty_output, make_inputs
-    from convgen.options import DataSpec
+    from convgen.kernels import tma
     p = _problem("fwd", "bf16" if "s2" in case else "f16", **SWAP_CASES[case])
-    # three different block sizes: a filter block read with its sides swapped would show
-    perf = {"tma": 1, "swap_ab": 1, "block_m": 64, "block_n": 32, "block_k": 16}
-    if form != "plain":
-        name, value = form.split("=")
-        perf[name] = int(value)
-    cfg = config.choose(p, SM90, True, perf)
-    device = current().torch_device
-    spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
-                              cfg, True, current().interpreter)
+    perf, cfg, spec = _swapped_launch(p, form)
     # the filter goes in as its (k, y*x*c) rows: blocks of block_n filters, block_k channels
-    assert spec.constexprs["SWAP"] == 1 and spec.runtime["w_desc"].block_shape == [32, 16]
+    assert spec.runtime["w_desc"].block_shape == [32, 16]
     assert spec.kernel is (tma.conv_fwd_tail_kernel if cfg.tail else tma.conv_fwd_tma_kernel)
     out, ref = _run(p, True, perf, seed=len(case) + len(form))
     _check(p, out, ref)
