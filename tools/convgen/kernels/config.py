@@ -726,12 +726,12 @@ def _tma_space(problem: ConvProblem, base: KernelConfig, swapped: bool = True) -
             # 512->256 28x28 fwd 0.138 -> 0.124 ms, 256->512 s2 0.154 -> 0.140 ms)
             out.append(_vary(whole, num_stages=4, persistent=2))
     if swapped:
-        # every 8-warp tile transposed too (swap_ab). H100, ResNet-50 fwd batch 256, each layer's tuned config
-        # (outputs equal bit for bit): 3x3 512->512 7x7 1.17-1.18x, 1x1 2048->512 7x7 1.17x,
-        # 1x1 256->1024 14x14 1.11-1.13x faster; 0.78-0.82x where the transposed store's
-        # shared memory left room for one program per SM instead of two (3x3 128->128 28x28
-        # with 4 stages), so it is a choice per problem, not a rule. bwd_data's output
-        # gradient box is the same first operand (docs/conv-benchmark.md)
+        # every 8-warp tile transposed too (swap_ab). H100, ResNet-50 fwd batch 256, each
+        # layer's tuned config (outputs equal bit for bit): 3x3 512->512 7x7 1.17-1.18x,
+        # 1x1 2048->512 7x7 1.17x, 1x1 256->1024 14x14 1.11-1.13x faster; 0.78-0.82x where
+        # the transposed store's shared memory left room for one program per SM instead of
+        # two (3x3 128->128 28x28 with 4 stages), so it is a choice per problem, not a rule.
+        # bwd_data's output gradient box is the same first operand (docs/conv-benchmark.md)
         out += [_vary(cfg, swap_ab=1) for cfg in out
                 if cfg.num_warps == 8 and swap_ab_refused(problem, cfg) is None]
     return out
