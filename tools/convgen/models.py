@@ -76,8 +76,75 @@ DEEPLABV3 = [
     (2048, 256, 64, 3, 1, 36, 1, 36),
 ]
 
+# Inception-v3 (torchvision inception_v3, a 299x299 image): the stem's unpadded 3x3s on odd
+# sizes, and the square filters of the Mixed blocks (their 1x7 and 7x1 ones are not square
+# and left out) at 35x35, 17x17 and 8x8.
+INCEPTION_V3 = [
+    (3, 32, 299, 3, 2, 0, 1), (32, 32, 149, 3, 1, 0, 1), (32, 64, 147, 3, 1, 1, 1),
+    (64, 80, 73, 1, 1, 0, 1), (80, 192, 71, 3, 1, 0, 1), (192, 64, 35, 1, 1, 0, 1),
+    (192, 48, 35, 1, 1, 0, 1), (48, 64, 35, 5, 1, 2, 1), (64, 96, 35, 3, 1, 1, 1),
+    (96, 96, 35, 3, 1, 1, 1), (288, 384, 35, 3, 2, 0, 1), (96, 96, 35, 3, 2, 0, 1),
+    (768, 192, 17, 1, 1, 0, 1), (192, 320, 17, 3, 2, 0, 1), (1280, 320, 8, 1, 1, 0, 1),
+    (448, 384, 8, 3, 1, 1, 1), (2048, 448, 8, 1, 1, 0, 1),
+]
+
+# DenseNet-121 (torchvision densenet121, growth 32): each dense block's 1x1 bottleneck to
+# 128 channels at its first, a middle and its last input width, its 3x3 128->32, and the
+# transitions ResNet-50 does not have.
+DENSENET121 = [
+    (64, 128, 56, 1, 1, 0, 1), (160, 128, 56, 1, 1, 0, 1), (128, 32, 56, 3, 1, 1, 1),
+    (128, 128, 28, 1, 1, 0, 1), (352, 128, 28, 1, 1, 0, 1), (128, 32, 28, 3, 1, 1, 1),
+    (256, 128, 14, 1, 1, 0, 1), (608, 128, 14, 1, 1, 0, 1), (992, 128, 14, 1, 1, 0, 1),
+    (128, 32, 14, 3, 1, 1, 1), (544, 128, 7, 1, 1, 0, 1), (992, 128, 7, 1, 1, 0, 1),
+    (128, 32, 7, 3, 1, 1, 1),
+]
+
+# ConvNeXt-T (torchvision convnext_tiny): the 4x4 stride-4 patch stem, the depthwise 7x7 of
+# each stage and the 2x2 stride-2 downsampling between stages (its pointwise layers are
+# Linear, not conv).
+CONVNEXT_T = [
+    (3, 96, 224, 4, 4, 0, 1), (96, 96, 56, 7, 1, 3, 96), (96, 192, 56, 2, 2, 0, 1),
+    (192, 192, 28, 7, 1, 3, 192), (192, 384, 28, 2, 2, 0, 1), (384, 384, 14, 7, 1, 3, 384),
+    (384, 768, 14, 2, 2, 0, 1), (768, 768, 7, 7, 1, 3, 768),
+]
+
+# AlexNet (torchvision alexnet): the 11x11 stride-4 stem, a 5x5, and 3x3s on 13x13.
+ALEXNET = [
+    (3, 64, 224, 11, 4, 2, 1), (64, 192, 27, 5, 1, 2, 1), (192, 384, 13, 3, 1, 1, 1),
+    (384, 256, 13, 3, 1, 1, 1), (256, 256, 13, 3, 1, 1, 1),
+]
+
+# SqueezeNet 1.1 (torchvision squeezenet1_1): the stem and each Fire module's squeeze 1x1
+# and expand 1x1/3x3 on 55x55, 27x27 and 13x13 (few channels, odd sizes), and the 1x1
+# classifier of 1000 classes.
+SQUEEZENET1_1 = [
+    (3, 64, 224, 3, 2, 0, 1), (64, 16, 55, 1, 1, 0, 1), (16, 64, 55, 1, 1, 0, 1),
+    (16, 64, 55, 3, 1, 1, 1), (128, 32, 27, 1, 1, 0, 1), (32, 128, 27, 3, 1, 1, 1),
+    (256, 48, 13, 1, 1, 0, 1), (48, 192, 13, 3, 1, 1, 1), (384, 64, 13, 1, 1, 0, 1),
+    (64, 256, 13, 3, 1, 1, 1), (512, 1000, 13, 1, 1, 0, 1),
+]
+
+# ResNet-18 (torchvision resnet18): the strided 3x3s and 1x1 downsamples between stages
+# (its other layers are ResNet-50's shapes).
+RESNET18 = [
+    (64, 128, 56, 3, 2, 1, 1), (64, 128, 56, 1, 2, 0, 1), (128, 256, 28, 3, 2, 1, 1),
+    (128, 256, 28, 1, 2, 0, 1), (256, 512, 14, 3, 2, 1, 1), (256, 512, 14, 1, 2, 0, 1),
+]
+
+# ResNeXt-50 32x4d (torchvision resnext50_32x4d): the grouped 3x3s (32 groups of 4 to 32
+# channels) and the 1x1s of widths ResNet-50 does not have.
+RESNEXT50 = [
+    (128, 128, 56, 3, 1, 1, 32), (256, 256, 56, 3, 2, 1, 32), (256, 256, 28, 3, 1, 1, 32),
+    (512, 512, 28, 3, 2, 1, 32), (512, 512, 14, 3, 1, 1, 32), (1024, 1024, 14, 3, 2, 1, 32),
+    (1024, 1024, 7, 3, 1, 1, 32), (64, 128, 56, 1, 1, 0, 1), (256, 256, 56, 1, 1, 0, 1),
+    (2048, 1024, 7, 1, 1, 0, 1),
+]
+
 NETWORKS = {"resnet50": RESNET50, "mobilenet_v2": MOBILENET_V2, "vgg16": VGG16, "unet": UNET,
-            "efficientnet_b0": EFFICIENTNET_B0, "vit_b16": VIT_B16, "deeplabv3": DEEPLABV3}
+            "efficientnet_b0": EFFICIENTNET_B0, "vit_b16": VIT_B16, "deeplabv3": DEEPLABV3,
+            "inception_v3": INCEPTION_V3, "densenet121": DENSENET121, "convnext_t": CONVNEXT_T,
+            "alexnet": ALEXNET, "squeezenet1_1": SQUEEZENET1_1, "resnet18": RESNET18,
+            "resnext50": RESNEXT50}
 
 
 def dilation(layer) -> int:
