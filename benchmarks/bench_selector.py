@@ -54,7 +54,7 @@ def _stages(problems, be, path) -> dict:
     spent = dict.fromkeys(("space", "features", "pick"), 0.0)
     for p in problems:
         t0 = time.perf_counter()
-        space = kconfig.space(p, be, swapped=False)   # as selector.choose builds it
+        space = kconfig.space(p, be)   # as selector.choose builds it
         t1 = time.perf_counter()
         x = np.asarray(selector.feature_rows(p, space, dev), dtype=np.float64)
         t2 = time.perf_counter()

@@ -674,7 +674,7 @@ def test_swap_ab_refusals(change, reason):
         config.choose(p, SM90, True, {"tma": 1, "swap_ab": 1, "block_k": 16, **change})
 
 
-def test_swapped_twins_in_the_fwd_space_and_not_for_the_selector():
+def test_swapped_twins_in_the_space_and_told_apart_by_the_selector():
     from convgen import selector
     p = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
     space = config.space(p, SM90)
@@ -685,16 +685,16 @@ def test_swapped_twins_in_the_fwd_space_and_not_for_the_selector():
     assert len(swapped) == len({replace(c, swap_ab=None) for c in swapped})
     for cfg in swapped:
         config.validate(cfg, p, SM90, True)
-    # the model has no feature for it: it would score a swapped config as its twin
-    assert not any(selector.described(c) for c in swapped)
-    assert all(selector.described(c) for c in space if not c.swap_ab)
-    # what the selector builds for a pick: the same space without them, in the same order
-    assert config.space(p, SM90, swapped=False) == [c for c in space if selector.described(c)]
+    # the model tells a swapped config from its twin by its own feature, and only by it
+    dev = selector.Device("sm90", "NVIDIA H100 80GB HBM3")
+    col = selector.FEATURE_NAMES.index("swap_ab")
+    for cfg in swapped[:4]:
+        twin, mine = (selector.features(p, c, dev) for c in (replace(cfg, swap_ab=None), cfg))
+        assert (twin[col], mine[col]) == (0, 1)
+        assert twin[:col] + twin[col + 1:] == mine[:col] + mine[col + 1:]
     stem = _problem("fwd", n=8, c_total=3, k_total=64, hi=32, wi=32, y=7, x=7, stride=(2, 2),
                     pad=(3, 3, 3, 3))
     assert any(c.swap_ab for c in config.space(stem, SM90))
-    assert config.space(stem, SM90, swapped=False) == [c for c in config.space(stem, SM90)
-                                                       if not c.swap_ab]
     data = _problem("bwd_data", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3,
                     pad=(1, 1, 1, 1))
     swapped = [c for c in config.space(data, SM90) if c.swap_ab]

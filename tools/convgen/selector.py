@@ -121,6 +121,7 @@ FEATURES = (
                    "stored in two halves"),
     ("streamk", "programs per SM sharing every tile's reduction steps (stream-K); 0: none"),
     ("tail", "fwd: programs sharing each tile left over after the last whole wave; 0: none"),
+    ("swap_ab", "1: the tile computed transposed, the filter the first operand (fwd, bwd_data)"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
     ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
@@ -261,8 +262,9 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     else:
         launches, extra, log_per_launch = 0, 0.0, f.log_flops
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
-            cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, tiles_m, tiles_n, steps, fill_m, fill_n, fill_k,
-            fill_m * fill_n, programs, waves, wave_fill, part, 2 * bm * bn * bk / ((bm + bn) * bk * elem),
+            cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0, tiles_m,
+            tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves, wave_fill,
+            part, 2 * bm * bn * bk / ((bm + bn) * bk * elem),
             cfg.num_stages * (bm + bn) * bk * elem / 1024, parts, 1 + launches, extra / 1e6,
             log_per_launch, f.device_units, f.arch_number]
 
@@ -407,8 +409,6 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
                 cfg = kconfig.choose(p, backend, True, kconfig.from_text(text))
             except ConvgenError:
                 continue   # no longer a config of this problem (the rules changed)
-            if not described(cfg):
-                continue
             configs.append(cfg)
             tflops.append(row["tflops"] if row["status"] == "ok" and row["tflops"] else 0.0)
         if configs and max(tflops) > 0:
@@ -632,21 +632,13 @@ def choose(problem, backend, given: str | None = ""):
     if "coverage" in model.meta and kind not in model.meta["coverage"]:
         return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
     import numpy as np
-    space = kconfig.space(problem, backend, swapped=False)   # the described configs
+    space = kconfig.space(problem, backend)
     x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
                    dtype=np.float64)
     picked = pick_runnable(model, problem, backend, space, x)
     if picked is None:
         return None, "no config of the tuning space runs here", None
     return space[picked[0]], picked[1], path
-
-
-def described(cfg) -> bool:
-    """Whether the features tell this config from every other: not a swap_ab one (it came
-    after the shipped model's data), which would score as its unswapped twin; the model
-    neither learns from nor picks those, the tuning database still may. So eval-selector's
-    efficiencies are against the best unswapped config, not the database's best."""
-    return not cfg.swap_ab
 
 
 def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, float] | None:

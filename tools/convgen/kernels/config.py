@@ -566,11 +566,10 @@ def _vary(base: KernelConfig, **changes) -> KernelConfig:
     return cfg
 
 
-def space(problem: ConvProblem, backend: Backend, swapped: bool = True) -> list[KernelConfig]:
-    """The matrix-core configs `convgen tune` measures for a problem on a backend, in a fixed
-    order (the default rule's config first). AMD fields come from the default rule.
-    swapped=False leaves out the swap_ab twins (the selector's model cannot tell them
-    apart: selector.described), without the cost of building them."""
+def space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
+    """The matrix-core configs `convgen tune` measures and the selector ranks for a problem
+    on a backend, in a fixed order (the default rule's config first). AMD fields come from
+    the default rule."""
     m, _, r = problem.gemm
     n = problem.direction.tile_n(problem)
     # the largest tile kept along M and N: a tile much larger than the GEMM is left out
@@ -602,14 +601,14 @@ def space(problem: ConvProblem, backend: Backend, swapped: bool = True) -> list[
                                 tail=None)
                     add(cfg)
     if not tma_refused(problem, backend):
-        for cfg in _tma_space(problem, base, swapped):
+        for cfg in _tma_space(problem, base):
             add(cfg)
-    for cfg in _s2d_space(problem, backend, swapped):
+    for cfg in _s2d_space(problem, backend):
         add(cfg)
     return out
 
 
-def _s2d_space(problem: ConvProblem, backend: Backend, swapped: bool = True) -> list[KernelConfig]:
+def _s2d_space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     """Folded configs, for strided filters whose taps hold fewer channels than a block: the
     folded problem's space (its descriptor-kernel share alone where it has one)."""
     from convgen.kernels import s2d
@@ -620,14 +619,14 @@ def _s2d_space(problem: ConvProblem, backend: Backend, swapped: bool = True) -> 
         if s2d.unsupported(problem, mode):
             continue
         inner = s2d.inner_problem(problem, mode)
-        configs = space(inner, backend, swapped)
+        configs = space(inner, backend)
         if not tma_refused(inner, backend):
             configs = [cfg for cfg in configs if cfg.tma]
         out += [_vary(cfg, s2d=mode) for cfg in configs]
     return out
 
 
-def _tma_space(problem: ConvProblem, base: KernelConfig, swapped: bool = True) -> list[KernelConfig]:
+def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
     """The descriptor kernels' share of the space: tiles and depth; bwd_weight's box of
     output pixels (block_k) and its split around the default's."""
     out = []
@@ -725,15 +724,14 @@ def _tma_space(problem: ConvProblem, base: KernelConfig, swapped: bool = True) -
             # the store in two halves leaves room for a fourth stage (H100: 128x256 1x1
             # 512->256 28x28 fwd 0.138 -> 0.124 ms, 256->512 s2 0.154 -> 0.140 ms)
             out.append(_vary(whole, num_stages=4, persistent=2))
-    if swapped:
-        # every 8-warp tile transposed too (swap_ab). H100, ResNet-50 fwd batch 256, each
-        # layer's tuned config (outputs equal bit for bit): 3x3 512->512 7x7 1.17-1.18x,
-        # 1x1 2048->512 7x7 1.17x, 1x1 256->1024 14x14 1.11-1.13x faster; 0.78-0.82x where
-        # the transposed store's shared memory left room for one program per SM instead of
-        # two (3x3 128->128 28x28 with 4 stages), so it is a choice per problem, not a rule.
-        # bwd_data's output gradient box is the same first operand (docs/conv-benchmark.md)
-        out += [_vary(cfg, swap_ab=1) for cfg in out
-                if cfg.num_warps == 8 and swap_ab_refused(problem, cfg) is None]
+    # every 8-warp tile transposed too (swap_ab). H100, ResNet-50 fwd batch 256, each
+    # layer's tuned config (outputs equal bit for bit): 3x3 512->512 7x7 1.17-1.18x,
+    # 1x1 2048->512 7x7 1.17x, 1x1 256->1024 14x14 1.11-1.13x faster; 0.78-0.82x where
+    # the transposed store's shared memory left room for one program per SM instead of
+    # two (3x3 128->128 28x28 with 4 stages), so it is a choice per problem, not a rule.
+    # bwd_data's output gradient box is the same first operand (docs/conv-benchmark.md)
+    out += [_vary(cfg, swap_ab=1) for cfg in out
+            if cfg.num_warps == 8 and swap_ab_refused(problem, cfg) is None]
     return out
 
 
