@@ -158,10 +158,7 @@ def _fwd_steps(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
     """fwd's reduction steps r0..r1 of the C tile at (n0, ho0, wo0), k0: its fp32 sum.
     SWAP computes it transposed, the filter's 2-d block first (config.py's swap_ab says why)."""
     CB = tl.cdiv(C, BLOCK_K)
-    if SWAP:
-        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = _acc_zeros(BLOCK_M, BLOCK_N, SWAP)
     for r in range(r0, r1):
         # GEMM reduction R: (tap, channel block); the tap shifts the input box
         fy, fx, c0 = _tap_block(r, CB, X, BLOCK_K)
@@ -181,11 +178,7 @@ def _fwd_steps(x_desc, w_desc, n0, ho0, wo0, k0, C, PH, PW, r0, r1,
         else:
             b = w_desc.load([k0, fy, fx, c0]).reshape(BLOCK_N, BLOCK_K)
             acc = mac(acc, a, b.T, USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
-    if SWAP:
-        out = acc.T
-    else:
-        out = acc
-    return out
+    return _acc_tile(acc, SWAP)
 
 
 @triton.jit
@@ -313,7 +306,7 @@ def _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, C, K, PH, PW,
                    SWAP: tl.constexpr):
     """Stride-1 bwd_data's C tile of input pixels from (n0, h0, w0), input channels from c0
     (transposed with SWAP, as _bwd_data_product keeps it)."""
-    acc = _bwd_data_zeros(BLOCK_M, BLOCK_N, SWAP)
+    acc = _acc_zeros(BLOCK_M, BLOCK_N, SWAP)
     KB = tl.cdiv(K, BLOCK_K)
     for r in range(0, Y * X * KB):
         # GEMM reduction R: (tap, output-channel block); the output pixel that tap (fy, fx)
@@ -322,11 +315,12 @@ def _bwd_data_tile(y_desc, w_desc, n0, h0, w0, c0, C, K, PH, PW,
         a = y_desc.load([n0, h0 + PH - fy * DH, w0 + PW - fx * DW, k0]).reshape(BLOCK_M, BLOCK_K)
         acc = _bwd_data_product(acc, a, w_desc, k0, fy, fx, c0, C, X, USE_DOT, INPUT_PRECISION,
                                 DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N, BLOCK_K, SWAP)
-    return _bwd_data_result(acc, SWAP)
+    return _acc_tile(acc, SWAP)
 
 
 @triton.jit
-def _bwd_data_zeros(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SWAP: tl.constexpr):
+def _acc_zeros(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SWAP: tl.constexpr):
+    """The fp32 accumulator of a (pixels x channels) tile, transposed with SWAP."""
     if SWAP:
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     else:
@@ -355,8 +349,8 @@ def _bwd_data_product(acc, a, w_desc, k0, fy, fx, c0, C, X: tl.constexpr,
 
 
 @triton.jit
-def _bwd_data_result(acc, SWAP: tl.constexpr):
-    """The (pixels x channels) tile of an accumulator _bwd_data_product kept."""
+def _acc_tile(acc, SWAP: tl.constexpr):
+    """The (pixels x channels) tile of an accumulator _acc_zeros made."""
     if SWAP:
         out = acc.T
     else:
@@ -404,7 +398,7 @@ def conv_bwd_data_tma_kernel(
         pb = ph - pa * SW
         n0, i0, j0, c0 = _output_tile(N, tl.cdiv(HI, SH), tl.cdiv(WI, SW), C, BI, BH, BW,
                                       BLOCK_M, BLOCK_N, GROUP_M)
-        acc = _bwd_data_zeros(BLOCK_M, BLOCK_N, SWAP)
+        acc = _acc_zeros(BLOCK_M, BLOCK_N, SWAP)
         KB = tl.cdiv(K, BLOCK_K)
         fy0, fx0, ty, tx = _phase_taps(pa, pb, PH, PW, Y, X, SH, SW)
         for r in range(0, ty * tx * KB):
@@ -417,7 +411,7 @@ def conv_bwd_data_tma_kernel(
             acc = _bwd_data_product(acc, a, w_desc, k0, fy, fx, c0, C, X, USE_DOT, INPUT_PRECISION,
                                     DOT_UPCAST, ACC_INT, MAX_IMPRECISE, BLOCK_M, BLOCK_N, BLOCK_K,
                                     SWAP)
-        out = _bwd_data_result(acc, SWAP).to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N)
+        out = _acc_tile(acc, SWAP).to(x_desc.dtype).reshape(BI, BH, BW, BLOCK_N)
         if ph == 0:
             x_desc.store([n0, i0, j0, c0], out)
         elif ph == 1:
@@ -735,23 +729,28 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     return _SPECS[p.direction.name](_Launch.of(p, tensors, out, cfg, meta))
 
 
+def _filter_desc(c: _Launch, rows: int, cols: int) -> tuple:
+    """(the filter's descriptor, the kernel's SWAP constexpr if any): blocks of `rows`
+    filters (K) by `cols` channels of one tap (C), or with swap_ab of the (k, y*x*c) view,
+    whose columns run on into the next tap."""
+    if c.cfg.swap_ab:
+        return _filter_rows(c.w, LOGICAL["filter"], [rows, cols]), {"SWAP": 1}
+    return _descriptor(c.w, "kyxc", LOGICAL["filter"], [rows, 1, 1, cols]), {}
+
+
 def _fwd_spec(c: _Launch) -> launch.LaunchSpec:
     p, cfg, L = c.p, c.cfg, LOGICAL
     n, ho, wo = c.grid
     bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
     x_desc = (_phase_descriptor(c.x, L["input"], [bi, bh, 1, bw, cfg.block_k], c.step) if c.phased
               else _descriptor(c.x, "nhwc", L["input"], [bi, bh, bw, cfg.block_k], c.step, flat=c.flat))
-    swap = bool(cfg.swap_ab)
-    w_desc = (_filter_rows(c.w, L["filter"], [cfg.block_n, cfg.block_k]) if swap
-              else _descriptor(c.w, "kyxc", L["filter"], [cfg.block_n, 1, 1, cfg.block_k]))
+    w_desc, swap = _filter_desc(c, cfg.block_n, cfg.block_k)
     runtime = dict(x_desc=x_desc, w_desc=w_desc,
                    y_desc=_descriptor(c.y, "nhwk", L["output"], [bi, bh, bw, _store_cols(cfg)],
                                       flat=c.flat),
                    C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l)
     tiles = cdiv(n, bi) * cdiv(ho, bh) * cdiv(wo, bw) * cdiv(p.k, cfg.block_n)
-    constexprs = {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides}
-    if swap:
-        constexprs["SWAP"] = 1
+    constexprs = {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides, **swap}
     if cfg.tail:
         programs, full, ws, counts = _tail_buffers(cfg, tiles, c.out)
         return launch.LaunchSpec(conv_fwd_tail_kernel, (programs,),
@@ -767,9 +766,7 @@ def _bwd_data_spec(c: _Launch) -> launch.LaunchSpec:
     # output's grid is the input's
     images, rows, cols = c.grid if c.flat else (p.n, cdiv(p.hi, step[0]), cdiv(p.wi, step[1]))
     bi, bh, bw = pixel_box(images, rows, cols, cfg.block_m)
-    swap = bool(cfg.swap_ab)
-    w_desc = (_filter_rows(c.w, L["filter"], [cfg.block_k, cfg.block_n]) if swap
-              else _descriptor(c.w, "kyxc", L["filter"], [cfg.block_k, 1, 1, cfg.block_n]))
+    w_desc, swap = _filter_desc(c, cfg.block_k, cfg.block_n)
     runtime = dict(y_desc=_descriptor(c.y, "nhwk", L["output"], [bi, bh, bw, cfg.block_k],
                                       flat=c.flat),
                    w_desc=w_desc,
@@ -782,7 +779,7 @@ def _bwd_data_spec(c: _Launch) -> launch.LaunchSpec:
     grid, persist = _persistent(grid, cfg, c.out)
     return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
                              {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides, **persist,
-                              **({"SWAP": 1} if swap else {})})
+                              **swap})
 
 
 def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
