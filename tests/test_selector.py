@@ -255,6 +255,18 @@ def test_a_model_ranks_the_problems_it_learnt_near_their_best(problems, model):
     assert sum(picks) / len(picks) > 0.9 and sum(fastest) / len(fastest) > 0.9
 
 
+def test_the_model_learns_and_picks_transposed_tiles(problems, model):
+    # the fixture's problems whose fastest config is swap_ab: the model picks a swapped
+    # config for them, near their best; a model blind to the field (no feature, or the
+    # swapped rows dropped from training) scores each twin alike and misses most of them
+    swapped = [prob for prob in problems if prob.configs[prob.tflops.index(prob.best)].swap_ab]
+    assert len(swapped) >= 3
+    picks = [prob.configs[model.pick(prob.problem, prob.configs, prob.device)[0]] for prob in swapped]
+    effs = [prob.tflops[prob.configs.index(cfg)] / prob.best for prob, cfg in zip(swapped, picks)]
+    assert sum(cfg.swap_ab == 1 for cfg in picks) >= len(swapped) - 1
+    assert min(effs) > 0.9
+
+
 def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(problems, model,
                                                                           monkeypatch):
     import numpy as np
