@@ -76,9 +76,9 @@ DEEPLABV3 = [
     (2048, 256, 64, 3, 1, 36, 1, 36),
 ]
 
-# Inception-v3 (torchvision inception_v3, a 299x299 image): the stem's unpadded 3x3s on odd
-# sizes, and the square filters of the Mixed blocks (their 1x7 and 7x1 ones are not square
-# and left out) at 35x35, 17x17 and 8x8.
+# Inception-v3 (torchvision inception_v3, a 299x299 image): the stem's 3x3s and 1x1 on odd
+# sizes, and a sample of the Mixed blocks' square filters (1x1, 3x3, 5x5; their 1x7, 7x1,
+# 1x3 and 3x1 ones are not square and left out) at 35x35, 17x17 and 8x8.
 INCEPTION_V3 = [
     (3, 32, 299, 3, 2, 0, 1), (32, 32, 149, 3, 1, 0, 1), (32, 64, 147, 3, 1, 1, 1),
     (64, 80, 73, 1, 1, 0, 1), (80, 192, 71, 3, 1, 0, 1), (192, 64, 35, 1, 1, 0, 1),
@@ -88,9 +88,9 @@ INCEPTION_V3 = [
     (448, 384, 8, 3, 1, 1, 1), (2048, 448, 8, 1, 1, 0, 1),
 ]
 
-# DenseNet-121 (torchvision densenet121, growth 32): each dense block's 1x1 bottleneck to
-# 128 channels at its first, a middle and its last input width, its 3x3 128->32, and the
-# transitions ResNet-50 does not have.
+# DenseNet-121 (torchvision densenet121, growth 32): a sample of each dense block's 1x1
+# bottlenecks to 128 channels (input widths of 64 + 32 per layer before it) and its 3x3
+# 128->32 (the transitions are ResNet-50's shapes).
 DENSENET121 = [
     (64, 128, 56, 1, 1, 0, 1), (160, 128, 56, 1, 1, 0, 1), (128, 32, 56, 3, 1, 1, 1),
     (128, 128, 28, 1, 1, 0, 1), (352, 128, 28, 1, 1, 0, 1), (128, 32, 28, 3, 1, 1, 1),
@@ -114,9 +114,9 @@ ALEXNET = [
     (384, 256, 13, 3, 1, 1, 1), (256, 256, 13, 3, 1, 1, 1),
 ]
 
-# SqueezeNet 1.1 (torchvision squeezenet1_1): the stem and each Fire module's squeeze 1x1
-# and expand 1x1/3x3 on 55x55, 27x27 and 13x13 (few channels, odd sizes), and the 1x1
-# classifier of 1000 classes.
+# SqueezeNet 1.1 (torchvision squeezenet1_1): the stem, a sample of the Fire modules'
+# squeeze 1x1s and expand 1x1/3x3s on 55x55, 27x27 and 13x13 (few channels, odd sizes),
+# and the 1x1 classifier of 1000 classes.
 SQUEEZENET1_1 = [
     (3, 64, 224, 3, 2, 0, 1), (64, 16, 55, 1, 1, 0, 1), (16, 64, 55, 1, 1, 0, 1),
     (16, 64, 55, 3, 1, 1, 1), (128, 32, 27, 1, 1, 0, 1), (32, 128, 27, 3, 1, 1, 1),
@@ -132,7 +132,7 @@ RESNET18 = [
 ]
 
 # ResNeXt-50 32x4d (torchvision resnext50_32x4d): the grouped 3x3s (32 groups of 4 to 32
-# channels) and the 1x1s of widths ResNet-50 does not have.
+# channels) and three of the 1x1s of widths ResNet-50 does not have.
 RESNEXT50 = [
     (128, 128, 56, 3, 1, 1, 32), (256, 256, 56, 3, 2, 1, 32), (256, 256, 28, 3, 1, 1, 32),
     (512, 512, 28, 3, 2, 1, 32), (512, 512, 14, 3, 1, 1, 32), (1024, 1024, 14, 3, 2, 1, 32),
