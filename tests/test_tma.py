@@ -832,12 +832,10 @@ def test_flushing_the_kernels_inputs_keeps_their_memory():
 def test_tuning_keys_stay_put_once_kernels_have_run():
     # a lit worker runs many tests in one process: a key that moved after the first kernel
     # ran (the interpreter adds names to the kernel module's globals) missed every entry
-    from convgen.kernels import tma
-    from convgen.kernels.launch import reached
+    from convgen.kernels.launch import descriptor_pieces
 
     def pieces():
-        return {d: reached(tma, "launch_spec", "_Launch", spec.__name__, skip=("_SPECS",))
-                for d, spec in tma._SPECS.items()}
+        return {d: descriptor_pieces(d) for d in ("fwd", "bwd_data", "bwd_weight")}
     before = pieces()
     for d in ("fwd", "bwd_data", "bwd_weight"):
         p = _problem(d, n=2, c_total=16, k_total=16, hi=5, wi=5, y=3, x=3, pad=(1, 1, 1, 1))

@@ -171,12 +171,10 @@ def test_kernel_digest_follows_the_kernel_source():
 def test_each_direction_is_keyed_on_the_descriptor_kernels_it_launches():
     # kernels/tma.py holds all three directions' descriptor kernels: a direction's key takes
     # what its launch reaches there, so an edit of another direction's kernel keeps it
-    from convgen.kernels import tma
-    from convgen.kernels.launch import reached
+    from convgen.kernels.launch import descriptor_pieces
 
     def names(d):
-        return {piece.split("\n")[0] for piece in reached(tma, "launch_spec", "_Launch",
-                                                           tma._SPECS[d].__name__, skip=("_SPECS",))}
+        return {piece.split("\n")[0] for piece in descriptor_pieces(d)}
     fwd, data, weight = names("fwd"), names("bwd_data"), names("bwd_weight")
     assert {"conv_fwd_tma_kernel", "conv_fwd_tail_kernel", "_fwd_steps", "_store_tile",
             "_filter_rows", "tail_programs", "_Launch"} <= fwd
@@ -249,10 +247,9 @@ def unreached():
 def test_the_digest_covers_every_spec_s_context():
     # the dispatch and the context every direction's spec starts from are in all three keys
     from convgen.kernels import tma
-    from convgen.kernels.launch import reached
+    from convgen.kernels.launch import descriptor_pieces
     for d in ("fwd", "bwd_data", "bwd_weight"):
-        names = {p.split("\n")[0] for p in reached(tma, "launch_spec", "_Launch",
-                                                    tma._SPECS[d].__name__, skip=("_SPECS",))}
+        names = {p.split("\n")[0] for p in descriptor_pieces(d)}
         assert {"launch_spec", "_Launch", tma._SPECS[d].__name__} <= names
         assert not {f.__name__ for f in tma._SPECS.values()} - {tma._SPECS[d].__name__} & names
 

@@ -198,7 +198,7 @@ def kernel_digest(direction) -> str:
     all three directions) what the direction's launch reaches (`reached`). The tuning
     database keys times on it, so a kernel change never selects a config timed on the old
     code, and an edit of one direction's descriptor kernel leaves the others' keys alone."""
-    from convgen.kernels import common, config, s2d, tma
+    from convgen.kernels import common, config, s2d
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
     for path in (module.__file__, common.__file__, s2d.__file__):
@@ -208,11 +208,17 @@ def kernel_digest(direction) -> str:
     for fn in (config.pixel_box, config.pixel_boxes, config.flat_pixels, config.pixel_grid,
                config.strided_view, config.phase_view):
         h.update(inspect.getsource(fn).encode())
-    # the dispatch and the context every spec starts from, then the direction's own spec
-    for piece in reached(tma, "launch_spec", "_Launch", tma._SPECS[direction.name].__name__,
-                         skip=("_SPECS",)):
+    for piece in descriptor_pieces(direction.name):
         h.update(piece.encode())
     return h.hexdigest()[:12]
+
+
+def descriptor_pieces(direction: str) -> list[str]:
+    """What of kernels/tma.py a direction's descriptor launch reaches (`reached`): the
+    dispatch and the context every spec starts from, then the direction's own spec."""
+    from convgen.kernels import tma
+    return reached(tma, "launch_spec", "_Launch", tma._SPECS[direction].__name__,
+                   skip=("_SPECS",))
 
 
 _PLAIN = (bool, int, float, str, type(None))
