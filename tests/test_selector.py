@@ -198,6 +198,38 @@ def test_split_and_folded_configs_features_follow_their_kernels():
     assert f["log_flops"] == math.log2(stem.flops)
 
 
+def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_aligned():
+    """bwd_weight 1x1 144 -> 40 channels: the output gradient's rows are 40 elements apart,
+    not a multiple of 16, and the pointer kernel loads them element by element (sm90 PTX:
+    ld.global.b16); its pointer configs ran at 0.2-0.6x their descriptor twins on the H100.
+    48 channels (and the descriptor kernels anywhere) are not marked; a folded config
+    is judged on the folded problem's strides."""
+    from convgen import dtypes
+    from convgen.kernels import s2d
+    from convgen.problem import make_problem
+    lay = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
+    dev = selector.Device("sm90", H100["device"])
+
+    def problem(c, k, **kw):
+        return make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=2, g=1,
+                            c_total=c, k_total=k, hi=7, wi=7, y=1, x=1, layouts=lay, **kw)
+
+    def marks(p):
+        space = kconfig.space(p, SM90)
+        column = selector.feature_rows(p, space, dev)[:, selector.FEATURE_NAMES.index("scalar_loads")]
+        return {(bool(c.tma), int(v)) for c, v in zip(space, column)}
+    assert marks(problem(144, 40)) == {(False, 1), (True, 0)}
+    assert marks(problem(144, 48)) == {(False, 0), (True, 0)}
+    assert selector.unaligned_strides(problem(40, 144))            # the input's rows
+    assert selector.unaligned_strides(make_problem(                # the filter's taps
+        direction="fwd", dtype=dtypes.elem_type("f16"), n=1, g=1, c_total=3, k_total=64,
+        hi=9, wi=9, y=3, x=3, layouts=lay))
+    stem = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=2, g=1, c_total=4,
+                        k_total=32, hi=16, wi=16, y=4, x=4, stride=(4, 4), layouts=lay)
+    assert selector.unaligned_strides(stem)
+    assert not selector.unaligned_strides(s2d.inner_problem(stem, 1))   # 64 folded channels
+
+
 def test_folds_never_split_a_shape(problems):
     folds = selector.group_folds(problems, 5)
     fold_of_shape = {}
@@ -271,6 +303,7 @@ def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(prob
                                                                           monkeypatch):
     import numpy as np
     monkeypatch.setattr(selector, "PREFILTER_TREES", 7)   # the fixture's model has 60 trees
+    monkeypatch.setattr(selector, "PREFILTER_KEEP", 4)    # fewer than most fixture problems hold
     ranked_first = 0
     for prob in problems[::5]:
         d = prob.problem.direction.name
@@ -288,6 +321,38 @@ def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(prob
         speed = model.booster(d, "speed").predict(x)
         assert predicted == pytest.approx(float(np.expm1(speed[index])))
     assert ranked_first
+
+
+def test_a_pick_asks_only_what_it_needs_and_takes_the_best_accepted(problems, model, monkeypatch):
+    """The check a pick must pass (validation: ~13 us a config on the CPU machine) is asked
+    in the whole model's order of the kept candidates, so a pick most often asks it once;
+    what it refuses, the next in that order replaces; where it refuses every kept one, the
+    whole model's best of the rest is taken; where it refuses all, none."""
+    import numpy as np
+    monkeypatch.setattr(selector, "PREFILTER_TREES", 7)
+    monkeypatch.setattr(selector, "PREFILTER_KEEP", 4)
+    prob = max(problems, key=lambda p: len(p.configs))
+    d = prob.problem.direction.name
+    x = np.asarray(selector.feature_rows(prob.problem, prob.configs, prob.device))
+    assert len(x) > 2 * selector.PREFILTER_KEEP
+    booster = model.booster(d)
+    full = booster.predict(x)
+    kept = np.argsort(-booster.predict(x, 7), kind="stable")[:4].tolist()
+    by_model = sorted(kept, key=lambda i: -full[i])
+    asked = []
+    def accept_all(i):
+        asked.append(i)
+        return True
+    assert model.pick_rows(d, x, accept_all)[0] == by_model[0] and asked == by_model[:1]
+    refused = set(by_model[:2])
+    asked.clear()
+    def refuse_two(i):
+        asked.append(i)
+        return i not in refused
+    assert model.pick_rows(d, x, refuse_two)[0] == by_model[2] and asked == by_model[:3]
+    rest = [i for i in range(len(x)) if i not in kept]
+    assert model.pick_rows(d, x, lambda i: i not in kept)[0] == max(rest, key=lambda i: full[i])
+    assert model.pick_rows(d, x, lambda i: False) is None
 
 
 def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, model):
@@ -373,17 +438,27 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
     cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
     assert source.startswith("selected by model sm90.json: predicted ") and "TFLOPS" in source
     # what a selection may pick, worked out here the eager way: every config validated, then
-    # the short chains among them (all of them where none is short)
-    candidates = []
-    for c in kconfig.space(prob.problem, SM90):
+    # the short chains among them (all of them where none is short); of those, the whole
+    # model's first among the ones its first trees rank first in the space, else of all
+    import numpy as np
+    dev = selector.Device("sm90", H100["device"])
+    space = kconfig.space(prob.problem, SM90)
+    valid = []
+    for i, c in enumerate(space):
         try:
             kconfig.validate(c, prob.problem, SM90, True)
         except ConvgenError:
             continue
-        candidates.append(c)
-    candidates = [candidates[i] for i in selector.short_chains(prob.problem, candidates)]
-    index, predicted = model.pick(prob.problem, candidates, selector.Device("sm90", H100["device"]))
-    assert cfg == candidates[index] and f"predicted {predicted:.1f} TFLOPS" in source
+        valid.append(i)
+    allowed = [valid[i] for i in selector.short_chains(prob.problem, [space[i] for i in valid])]
+    x = np.asarray(selector.feature_rows(prob.problem, space, dev))
+    booster = model.booster("bwd_weight")
+    full = booster.predict(x)
+    kept = np.argsort(-booster.predict(x, selector.PREFILTER_TREES), kind="stable")
+    kept = set(kept[:selector.PREFILTER_KEEP].tolist()) & set(allowed) or set(allowed)
+    index = max(kept, key=lambda i: (full[i], -i))
+    [predicted] = model.predict(prob.problem, [space[index]], dev)
+    assert cfg == space[index] and f"predicted {predicted:.1f} TFLOPS" in source
     [speed] = model.predict(prob.problem, [cfg], selector.Device("sm90", H100["device"]))
     assert predicted == pytest.approx(speed)
     # -perf_config still forces; -selector none is today's rule

@@ -65,17 +65,17 @@ RANK_PARAMS = {**TRAIN_PARAMS, "objective": "lambdarank", "lambdarank_truncation
                "label_gain": [2 ** (level / 3) - 1 for level in range(RANK_LEVELS + 1)]}
 MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is predicted to run
 # A pick ranks every candidate by the first PREFILTER_TREES trees and lets the whole model
-# choose among the PREFILTER_KEEP ranked first: a fraction of the tree walks, and in 5-fold
-# cross-validation (591 problems, the ranking model of 300 trees at 0.05) the same
-# efficiency: 91.9% / 75.2% mean / P10 with 30 trees, 91.8% / 74.2% with 60, 91.8% / 72.6%
-# for the whole model on every candidate; at 0.2 a tree moves as far as four did, and 15
-# of 75 did as well as 30 of 300. The candidates it ranks are the whole space; `config.validate` and the
-# chain bound are asked in its order until PREFILTER_KEEP pass (pick_runnable). The whole
-# model over the kept is most of a pick's time (0.085 of 0.22 ms with 8 kept on the CPU
-# machine): 4 kept cross-validated at 97.56% / 93.16% against 8's 97.6% / 93.2% (2: 97.4%
-# / 92.7%), and choose's median went from 0.49 to 0.44 ms
+# order the PREFILTER_KEEP ranked first: a fraction of the tree walks. The whole model's
+# first of those that `config.validate` and the chain bound accept is the pick (they are
+# asked in that order, so most picks validate one config; where none of the kept passes,
+# the whole model orders the rest). In 5-fold cross-validation (852 problems, three
+# shufflings of the shapes into folds) 16 kept pick as well as the whole model on every
+# candidate, 97.69% / 93.5% mean / P10 of the oracle, where 4 kept picked at 97.50% / 92.9%
+# and 30 trees instead of 15 before the 4 at 97.65% / 93.3%; 16 rows more cost the whole
+# model ~10 us against the ~15 us of a prefilter call, and validating only what the order
+# reaches saves more (a validation is ~13 us on the CPU machine; 4 were asked before).
 PREFILTER_TREES = 15
-PREFILTER_KEEP = 4
+PREFILTER_KEEP = 16
 WARM_TREES = 40   # added on top of a warm start's trees
 
 # The device facts a feature uses, by the name the tuning database keys on: the units
@@ -122,6 +122,10 @@ FEATURES = (
     ("streamk", "programs per SM sharing every tile's reduction steps (stream-K); 0: none"),
     ("tail", "fwd: programs sharing each tile left over after the last whole wave; 0: none"),
     ("swap_ab", "1: the tile computed transposed, the filter the first operand (fwd, bwd_data)"),
+    ("scalar_loads", "1: a pointer kernel (tma=0) on tensors with a stride that is not a "
+                     "multiple of 16 elements: Triton proves no alignment and loads such an "
+                     "operand one element at a time (ld.global.b16, no cp.async); the "
+                     "descriptor kernels copy whole boxes whatever the strides"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
     ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
@@ -204,6 +208,7 @@ class _KernelFacts:
         self.splits = q.direction.splits_reduction
         self.taps = 1 if blocks_span_taps(q) and q.direction.name == "fwd" else q.y * q.x
         self.elem = p.dtype.bits / 8
+        self.unaligned = unaligned_strides(q)
         self.flops = p.flops
         self.log_flops = math.log2(p.flops / 1)   # of one launch (log_flops_per_launch)
         self._parts: dict = {}
@@ -221,6 +226,22 @@ class _KernelFacts:
                 from convgen.kernels.conv_bwd_weight import parts as rule
             self._parts[key] = rule(self.q, cfg)[0]
         return self._parts[key]
+
+
+def unaligned_strides(q) -> bool:
+    """Whether a stride of q's dense tensors is not a multiple of 16 elements. Triton
+    specializes an integer argument on that divisibility; without it a pointer kernel cannot
+    prove its rows aligned and loads them element by element (sm90 PTX of bwd_weight 1x1,
+    144 -> 40 channels: 32 ld.global.b16 and 16 cp.async of 16 bytes, against 32 cp.async
+    for 144 -> 48); such problems ran their pointer configs at 0.2-0.9x their descriptor
+    twins, where aligned ones of few channels ran them up to 1.5x faster."""
+    for tensor in ("input", "filter", "output"):
+        stride = 1
+        for size in reversed(q.physical_shape(tensor)):
+            if stride > 1 and stride % 16:
+                return True
+            stride *= size
+    return False
 
 
 def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
@@ -262,7 +283,8 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     else:
         launches, extra, log_per_launch = 0, 0.0, f.log_flops
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
-            cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0, tiles_m,
+            cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0,
+            int(f.unaligned and not cfg.tma), tiles_m,
             tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves, wave_fill,
             part, 2 * bm * bn * bk / ((bm + bn) * bk * elem),
             cfg.num_stages * (bm + bn) * bk * elem / 1024, parts, 1 + launches, extra / 1e6,
@@ -561,25 +583,28 @@ class Model:
                               np.asarray(feature_rows(p, configs, dev), dtype=np.float64))
 
     def pick_rows(self, direction: str, x, accept=None) -> tuple[int, float] | None:
-        """pick() of the candidates' feature rows x: the first by the whole ranking model of
-        the PREFILTER_KEEP that its first PREFILTER_TREES trees rank first; its TFLOPS as
-        the speed model predicts them. `accept(i)`, when given, is asked in that order
-        until PREFILTER_KEEP candidates pass (a check that costs more than a tree walk
-        runs for those few); None when none passes."""
+        """pick() of the candidates' feature rows x: of the PREFILTER_KEEP that the ranking
+        model's first PREFILTER_TREES trees rank first, the first in the whole model's
+        order that `accept(i)` takes (every one when accept is None); where it takes none of
+        those, the first of the rest in the whole model's order; None when it takes none.
+        Its TFLOPS as the speed model predicts them."""
         import numpy as np
         booster = self.booster(direction)
-        order = range(len(x))
         if len(x) > PREFILTER_KEEP:
-            order = np.argsort(-booster.predict(x, PREFILTER_TREES), kind="stable")
-        top = []
-        for i in order:
-            if accept is None or accept(int(i)):
-                top.append(int(i))
-                if len(top) == PREFILTER_KEEP:
-                    break
-        if not top:
+            kept = np.argsort(-booster.predict(x, PREFILTER_TREES), kind="stable")
+            kept, rest = kept[:PREFILTER_KEEP], kept[PREFILTER_KEEP:]
+        else:
+            kept, rest = np.arange(len(x)), np.arange(0)
+        best = None
+        for group in (kept, rest):
+            if not len(group):
+                continue
+            ranked = group[np.argsort(-booster.predict(x[group]), kind="stable")]
+            best = next((int(i) for i in ranked if accept is None or accept(int(i))), None)
+            if best is not None:
+                break
+        if best is None:
             return None
-        best = top[int(booster.predict(x[top]).argmax())]
         return best, float(np.expm1(self.booster(direction, "speed").predict(x[best:best + 1])[0]))
 
 
