@@ -95,6 +95,36 @@ def test_tritons_resource_failures_become_one_line(capsys, monkeypatch):
     assert "262144 bytes of shared memory, the hardware limit is 232448" in msg
 
 
+def test_a_model_pick_triton_refuses_gives_way_to_the_rule(capsys, monkeypatch):
+    """The model learns speed, not what compiles: a pick whose shared memory Triton refuses
+    (bwd_weight's 3-stage 128-pixel boxes on stride-2 problems, recorded as invalid by the
+    tuner) runs the rule's config instead, says so, and checks it; a config forced on the
+    command line, or the rule's own, still stops the run (above)."""
+    from triton.runtime.errors import OutOfResources
+    import convgen.kernels.launch as launch
+    from convgen.kernels import config as kconfig
+    real_select, real_run = kconfig.select, launch.run_conv
+    picked = {}
+
+    def model_select(p, be, use_dot, *a):
+        rule, _ = real_select(p, be, use_dot, None, None, None)
+        picked["cfg"] = kconfig.choose(p, be, use_dot, {"block_m": rule.block_m * 2})
+        picked["rule"] = rule.describe()
+        return picked["cfg"], f"{kconfig.MODEL_SOURCE} sm90.json: predicted 99.0 TFLOPS; no tuning database"
+
+    def refuse_the_pick(p, tensors, out, cfg, *a, **kw):
+        if cfg == picked["cfg"]:
+            raise OutOfResources(262240, 232448, "shared memory")
+        return real_run(p, tensors, out, cfg, *a, **kw)
+    monkeypatch.setattr(kconfig, "select", model_select)
+    monkeypatch.setattr(launch, "run_conv", refuse_the_pick)
+    rc, out, err = run(capsys, SMALL)
+    assert rc == 0 and out.splitlines()[-1] == "[1 1 1]"
+    note = next(line for line in (out + err).splitlines() if "the model's pick" in line)
+    assert picked["cfg"].describe() in note and "262240 bytes of shared memory" in note
+    assert f"the default rule's config {picked['rule']} runs instead" in note
+
+
 # ---- correct results where there used to be a wrong one -------------------------------
 
 def test_an_overflowing_reference_fails_and_says_why(capsys):

@@ -45,6 +45,14 @@ def _flush_subnormals(t, et):
     return out
 
 
+class _ConfigFailed(Exception):
+    """Triton could not compile or launch a config (launch.triton_failure's line)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
 def _check_reference(config: RunConfig) -> None:
     ro = config.reference
     if ro.validator == "gpu" and ro.accumulate is not None:
@@ -196,7 +204,7 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
                           lambda: inputs.make_inputs(p, config.data, device))
     timer("inputs" + " (cached)" * hit, t0)
 
-    def kernel():
+    def kernel(cfg):
         kern_in = tensors
         if config.kernel.flush_subnormals and not p.dtype.is_int:
             kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
@@ -209,16 +217,34 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
             why = triton_failure(e)
             if why is None:
                 raise
-            given = bool(config.kernel.perf_config)
-            raise ConvgenError(f"{'kernel' if given else 'the default kernel'} config "
-                               f"{cfg.describe()} does not run on {be.arch}: {why}",
-                               field="perf_config" if given else None) from None
+            raise _ConfigFailed(why) from None
         return out, guard
 
-    t0 = time.perf_counter()
-    (out, guard), hit = _stage(cache, ("kernel", problem_key, config.data, config.kernel,
-                                       cfg.describe()), kernel)
-    timer("kernel" + (" (cached)" if hit else " (first launch, compile included)"), t0)
+    def launch(cfg):
+        t0 = time.perf_counter()
+        result, hit = _stage(cache, ("kernel", problem_key, config.data, config.kernel,
+                                     cfg.describe()), lambda: kernel(cfg))
+        timer("kernel" + (" (cached)" if hit else " (first launch, compile included)"), t0)
+        return result
+
+    try:
+        try:
+            out, guard = launch(cfg)
+        except _ConfigFailed as failed:
+            if not source.startswith(kconfig.MODEL_SOURCE):
+                raise
+            # the model learnt speed, not what compiles: a config whose shared memory
+            # Triton refuses for this problem (bwd_weight's 128-pixel boxes of 3 stages
+            # on a stride-2 phase view) ranks low but not out; the rule's config runs
+            picked, cfg = cfg, kconfig.choose(p, be, use_dot)
+            say(f"convgen: note: the model's pick {picked.describe()} does not run on {be.arch} "
+                f"({failed.why}); the default rule's config {cfg.describe()} runs instead")
+            out, guard = launch(cfg)
+    except _ConfigFailed as failed:
+        given = bool(config.kernel.perf_config)
+        raise ConvgenError(f"{'kernel' if given else 'the default kernel'} config "
+                           f"{cfg.describe()} does not run on {be.arch}: {failed.why}",
+                           field="perf_config" if given else None) from None
     outcome = Outcome(cfg, tensors, out, timer=timer)
     if config.reference.validator is None:
         return outcome

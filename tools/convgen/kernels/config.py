@@ -748,6 +748,9 @@ def from_text(text: str) -> dict:
     return out
 
 
+MODEL_SOURCE = "selected by model"   # how select()'s source begins for the model's pick
+
+
 def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dict | None,
            db_path: str | None, selector_path: str | None = None) -> tuple[KernelConfig, str]:
     """(the config to run, where it came from). Fields given on the command line force a
@@ -778,7 +781,7 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     untuned = f"no tuned entry in {os.path.basename(path)}" if path else "no tuning database"
     cfg, predicted, model = selector.choose(problem, backend, selector_path)
     if cfg is not None:
-        return cfg, (f"selected by model {os.path.basename(model)}: predicted {predicted:.1f} "
+        return cfg, (f"{MODEL_SOURCE} {os.path.basename(model)}: predicted {predicted:.1f} "
                      f"TFLOPS; {untuned}")
     return choose(problem, backend, use_dot), f"default rule ({untuned}; {predicted})"
 
