@@ -140,11 +140,38 @@ RESNEXT50 = [
     (2048, 1024, 7, 1, 1, 0, 1),
 ]
 
+# ShuffleNetV2 x1.0 (torchvision shufflenet_v2_x1_0): every distinct layer. Its branches
+# carry 24, 58, 116 and 232 channels, none a multiple of 16 but 232's of 8: strides a
+# pointer kernel cannot prove 16-aligned (selector.py's scalar_loads).
+SHUFFLENET_V2 = [
+    (3, 24, 224, 3, 2, 1, 1), (24, 24, 56, 3, 2, 1, 24), (24, 58, 28, 1, 1, 0, 1),
+    (24, 58, 56, 1, 1, 0, 1), (58, 58, 56, 3, 2, 1, 58), (58, 58, 28, 1, 1, 0, 1),
+    (58, 58, 28, 3, 1, 1, 58), (116, 116, 28, 3, 2, 1, 116), (116, 116, 14, 1, 1, 0, 1),
+    (116, 116, 28, 1, 1, 0, 1), (116, 116, 14, 3, 1, 1, 116), (232, 232, 14, 3, 2, 1, 232),
+    (232, 232, 7, 1, 1, 0, 1), (232, 232, 14, 1, 1, 0, 1), (232, 232, 7, 3, 1, 1, 232),
+    (464, 1024, 7, 1, 1, 0, 1),
+]
+
+# MobileNetV3-Large (torchvision mobilenet_v3_large): the stem, every expansion and
+# projection 1x1 (widths of 24 to 960 channels, 40, 72, 120, 184 and 200 among them, which
+# 16 does not divide), and three of its depthwise 3x3/5x5s; not the squeeze-excitation
+# 1x1s on 1x1 images.
+MOBILENET_V3 = [
+    (3, 16, 224, 3, 2, 1, 1), (16, 64, 112, 1, 1, 0, 1), (64, 24, 56, 1, 1, 0, 1),
+    (24, 72, 56, 1, 1, 0, 1), (72, 24, 56, 1, 1, 0, 1), (72, 72, 56, 5, 2, 2, 72),
+    (72, 40, 28, 1, 1, 0, 1), (40, 120, 28, 1, 1, 0, 1), (120, 40, 28, 1, 1, 0, 1),
+    (120, 120, 28, 5, 1, 2, 120), (40, 240, 28, 1, 1, 0, 1), (240, 80, 14, 1, 1, 0, 1),
+    (80, 200, 14, 1, 1, 0, 1), (200, 80, 14, 1, 1, 0, 1), (200, 200, 14, 3, 1, 1, 200),
+    (80, 184, 14, 1, 1, 0, 1), (184, 80, 14, 1, 1, 0, 1), (80, 480, 14, 1, 1, 0, 1),
+    (480, 112, 14, 1, 1, 0, 1), (112, 672, 14, 1, 1, 0, 1), (672, 112, 14, 1, 1, 0, 1),
+    (672, 160, 7, 1, 1, 0, 1), (160, 960, 7, 1, 1, 0, 1), (960, 160, 7, 1, 1, 0, 1),
+]
+
 NETWORKS = {"resnet50": RESNET50, "mobilenet_v2": MOBILENET_V2, "vgg16": VGG16, "unet": UNET,
             "efficientnet_b0": EFFICIENTNET_B0, "vit_b16": VIT_B16, "deeplabv3": DEEPLABV3,
             "inception_v3": INCEPTION_V3, "densenet121": DENSENET121, "convnext_t": CONVNEXT_T,
             "alexnet": ALEXNET, "squeezenet1_1": SQUEEZENET1_1, "resnet18": RESNET18,
-            "resnext50": RESNEXT50}
+            "resnext50": RESNEXT50, "shufflenet_v2": SHUFFLENET_V2, "mobilenet_v3": MOBILENET_V3}
 
 
 def dilation(layer) -> int:
