@@ -220,6 +220,11 @@ def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_align
         return {(bool(c.tma), int(v)) for c, v in zip(space, column)}
     assert marks(problem(144, 40)) == {(False, 1), (True, 0)}
     assert marks(problem(144, 48)) == {(False, 0), (True, 0)}
+    # the same pointer tile issues 8 times the loads where they are one f16 each
+    cfg = kconfig.KernelConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3, split=4)
+    loads = [dict(zip(selector.FEATURE_NAMES, selector.features(problem(144, k), cfg, dev)))["loads_per_thread"]
+             for k in (40, 48)]
+    assert loads == [(64 + 64) * 64 / 1 / 128, (64 + 64) * 64 / 8 / 128]
     assert selector.unaligned_strides(problem(40, 144))            # the input's rows
     assert selector.unaligned_strides(make_problem(                # the filter's taps
         direction="fwd", dtype=dtypes.elem_type("f16"), n=1, g=1, c_total=3, k_total=64,

@@ -126,6 +126,10 @@ FEATURES = (
                      "multiple of 16 elements: Triton proves no alignment and loads such an "
                      "operand one element at a time (ld.global.b16, no cp.async); the "
                      "descriptor kernels copy whole boxes whatever the strides"),
+    ("loads_per_thread", "load instructions per thread per reduction step as a pointer kernel "
+                         "issues them: the tile's (block_m + block_n) x block_k elements over "
+                         "32 x num_warps threads, 16 bytes a load, one element where "
+                         "scalar_loads (the descriptor kernels counted as 16 bytes)"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
     ("tiles_n", "tiles along N (bwd_weight: per tap, or the flattened taps)"),
@@ -276,6 +280,7 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
         wave_fill = waves / (full / units + math.ceil((programs - full) / units) / cfg.tail)
     fill_m, fill_n, fill_k = m / (tiles_m * bm), n_extent / (blocks_n * bn), walk / (tiles_k * bk)
     elem = f.elem
+    scalar = int(f.unaligned and not cfg.tma)
     parts = f.parts(cfg)
     if parts > 1 or cfg.s2d:
         launches, extra = _side_launches(p, q, cfg, parts)
@@ -284,7 +289,7 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
         launches, extra, log_per_launch = 0, 0.0, f.log_flops
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0,
-            int(f.unaligned and not cfg.tma), tiles_m,
+            scalar, (bm + bn) * bk / (1 if scalar else 16 / elem) / (32 * cfg.num_warps), tiles_m,
             tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves, wave_fill,
             part, 2 * bm * bn * bk / ((bm + bn) * bk * elem),
             cfg.num_stages * (bm + bn) * bk * elem / 1024, parts, 1 + launches, extra / 1e6,
