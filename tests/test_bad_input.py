@@ -123,6 +123,14 @@ def test_a_model_pick_triton_refuses_gives_way_to_the_rule(capsys, monkeypatch):
     note = next(line for line in (out + err).splitlines() if "the model's pick" in line)
     assert picked["cfg"].describe() in note and "262240 bytes of shared memory" in note
     assert f"the default rule's config {picked['rule']} runs instead" in note
+    # a pick that is the rule's own config has nothing to give way to: one error line
+    monkeypatch.setattr(kconfig, "select", lambda p, be, use_dot, *a: (
+        real_select(p, be, use_dot, None, None, None)[0], f"{kconfig.MODEL_SOURCE} sm90.json"))
+    def refuse_all(*a, **kw):
+        raise OutOfResources(262240, 232448, "shared memory")
+    monkeypatch.setattr(launch, "run_conv", refuse_all)
+    msg = one_error(capsys, SMALL)
+    assert "does not run" in msg and "262240 bytes of shared memory" in msg
 
 
 # ---- correct results where there used to be a wrong one -------------------------------

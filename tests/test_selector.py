@@ -201,7 +201,8 @@ def test_split_and_folded_configs_features_follow_their_kernels():
 def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_aligned():
     """bwd_weight 1x1 144 -> 40 channels: the output gradient's rows are 40 elements apart,
     not a multiple of 16, and the pointer kernel loads them element by element (sm90 PTX:
-    ld.global.b16); its pointer configs ran at 0.2-0.6x their descriptor twins on the H100.
+    ld.global.b16); at batch 32 its fastest pointer config ran at 0.57x the fastest
+    descriptor config on the H100.
     48 channels (and the descriptor kernels anywhere) are not marked; a folded config
     is judged on the folded problem's strides."""
     from convgen import dtypes
@@ -214,10 +215,12 @@ def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_align
         return make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=2, g=1,
                             c_total=c, k_total=k, hi=7, wi=7, y=1, x=1, layouts=lay, **kw)
 
+    def marks_of(p, configs):
+        column = selector.feature_rows(p, configs, dev)[:, selector.FEATURE_NAMES.index("scalar_loads")]
+        return {(bool(c.tma), int(v)) for c, v in zip(configs, column)}
+
     def marks(p):
-        space = kconfig.space(p, SM90)
-        column = selector.feature_rows(p, space, dev)[:, selector.FEATURE_NAMES.index("scalar_loads")]
-        return {(bool(c.tma), int(v)) for c, v in zip(space, column)}
+        return marks_of(p, kconfig.space(p, SM90))
     assert marks(problem(144, 40)) == {(False, 1), (True, 0)}
     assert marks(problem(144, 48)) == {(False, 0), (True, 0)}
     # the same pointer tile issues 8 times the loads where they are one f16 each
@@ -225,14 +228,20 @@ def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_align
     loads = [dict(zip(selector.FEATURE_NAMES, selector.features(problem(144, k), cfg, dev)))["loads_per_thread"]
              for k in (40, 48)]
     assert loads == [(64 + 64) * 64 / 1 / 128, (64 + 64) * 64 / 8 / 128]
-    assert selector.unaligned_strides(problem(40, 144))            # the input's rows
-    assert selector.unaligned_strides(make_problem(                # the filter's taps
-        direction="fwd", dtype=dtypes.elem_type("f16"), n=1, g=1, c_total=3, k_total=64,
-        hi=9, wi=9, y=3, x=3, layouts=lay))
+    assert selector.unaligned_strides(problem(40, 144))   # the input's and the filter's rows
+    assert not selector.unaligned_strides(problem(48, 144))
     stem = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=2, g=1, c_total=4,
                         k_total=32, hi=16, wi=16, y=4, x=4, stride=(4, 4), layouts=lay)
     assert selector.unaligned_strides(stem)
     assert not selector.unaligned_strides(s2d.inner_problem(stem, 1))   # 64 folded channels
+    # s2d=2 reads its input through overlapping columns 4 x 5 channels apart, though the
+    # folded problem's dense strides are multiples of 16: its pointer configs are marked
+    odd = make_problem(direction="fwd", dtype=dtypes.elem_type("f32"), n=2, g=1, c_total=5,
+                       k_total=32, hi=20, wi=20, y=7, x=7, stride=(2, 2), pad=(3, 3, 3, 3),
+                       layouts=lay)
+    assert not selector.unaligned_strides(s2d.inner_problem(odd, 2))
+    folded = [c for c in kconfig.space(odd, SM90) if c.s2d == 2]
+    assert folded and marks_of(odd, folded) == {(False, 1)}
 
 
 def test_folds_never_split_a_shape(problems):

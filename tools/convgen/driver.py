@@ -237,6 +237,9 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
             # Triton refuses for this problem (bwd_weight's 128-pixel boxes of 3 stages
             # on a stride-2 phase view) ranks low but not out; the rule's config runs
             picked, cfg = cfg, kconfig.choose(p, be, use_dot)
+            if cfg == picked:
+                raise
+            _check_memory(config, cfg, be)
             say(f"convgen: note: the model's pick {picked.describe()} does not run on {be.arch} "
                 f"({failed.why}); the default rule's config {cfg.describe()} runs instead")
             out, guard = launch(cfg)

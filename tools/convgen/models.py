@@ -141,8 +141,8 @@ RESNEXT50 = [
 ]
 
 # ShuffleNetV2 x1.0 (torchvision shufflenet_v2_x1_0): every distinct layer. Its branches
-# carry 24, 58, 116 and 232 channels, none a multiple of 16 but 232's of 8: strides a
-# pointer kernel cannot prove 16-aligned (selector.py's scalar_loads).
+# carry 24, 58, 116 and 232 channels, none a multiple of 16: strides a pointer kernel
+# cannot prove 16-aligned (selector.py's scalar_loads).
 SHUFFLENET_V2 = [
     (3, 24, 224, 3, 2, 1, 1), (24, 24, 56, 3, 2, 1, 24), (24, 58, 28, 1, 1, 0, 1),
     (24, 58, 56, 1, 1, 0, 1), (58, 58, 56, 3, 2, 1, 58), (58, 58, 28, 1, 1, 0, 1),
@@ -152,10 +152,10 @@ SHUFFLENET_V2 = [
     (464, 1024, 7, 1, 1, 0, 1),
 ]
 
-# MobileNetV3-Large (torchvision mobilenet_v3_large): the stem, every expansion and
-# projection 1x1 (widths of 24 to 960 channels, 40, 72, 120, 184 and 200 among them, which
-# 16 does not divide), and three of its depthwise 3x3/5x5s; not the squeeze-excitation
-# 1x1s on 1x1 images.
+# MobileNetV3-Large (torchvision mobilenet_v3_large): the stem, the expansion and
+# projection 1x1s of its blocks but the first's 16->16 (widths of 16 to 960 channels, 24,
+# 40, 72, 120, 184 and 200 among them, which 16 does not divide), and three of its
+# depthwise 3x3/5x5s; not the squeeze-excitation 1x1s on 1x1 images.
 MOBILENET_V3 = [
     (3, 16, 224, 3, 2, 1, 1), (16, 64, 112, 1, 1, 0, 1), (64, 24, 56, 1, 1, 0, 1),
     (24, 72, 56, 1, 1, 0, 1), (72, 24, 56, 1, 1, 0, 1), (72, 72, 56, 5, 2, 2, 72),

@@ -213,6 +213,11 @@ class _KernelFacts:
         self.taps = 1 if blocks_span_taps(q) and q.direction.name == "fwd" else q.y * q.x
         self.elem = p.dtype.bits / 8
         self.unaligned = unaligned_strides(q)
+        if q.overlapping_input:
+            # s2d=2 reads the folded input through a view whose columns overlap: its
+            # column stride is the fold's channels per step, not the dense q's
+            from convgen.kernels import s2d
+            self.unaligned = self.unaligned or s2d.fold(p, 2).c % 16 != 0
         self.flops = p.flops
         self.log_flops = math.log2(p.flops / 1)   # of one launch (log_flops_per_launch)
         self._parts: dict = {}
