@@ -71,9 +71,9 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 # the whole model orders the rest). In 5-fold cross-validation (852 problems, three
 # shufflings of the shapes into folds) 16 kept pick as well as the whole model on every
 # candidate, 97.69% / 93.5% mean / P10 of the oracle, where 4 kept picked at 97.50% / 92.9%
-# and 30 trees instead of 15 before the 4 at 97.65% / 93.3%; 16 rows more cost the whole
-# model ~10 us against the ~15 us of a prefilter call, and validating only what the order
-# reaches saves more (a validation is ~13 us on the CPU machine; 4 were asked before).
+# and 30 trees instead of 15 before the 4 at 97.65% / 93.3%. On the CPU machine the whole
+# model's call over 16 rows takes ~30 us against ~19 us over 4, and validating only what
+# the order reaches gives some of it back (4 validations a pick before, ~1 now).
 PREFILTER_TREES = 15
 PREFILTER_KEEP = 16
 WARM_TREES = 40   # added on top of a warm start's trees
