@@ -167,11 +167,27 @@ MOBILENET_V3 = [
     (672, 160, 7, 1, 1, 0, 1), (160, 960, 7, 1, 1, 0, 1), (960, 160, 7, 1, 1, 0, 1),
 ]
 
+# RegNetY-400MF (torchvision regnet_y_400mf): stage widths 48, 104, 208 and 440, 8
+# channels a group in every 3x3 (groups = width / 8), each stage's first block strided in
+# its 3x3 and its 1x1 shortcut; not the stem (MobileNetV2's) nor the squeeze-excitation
+# 1x1s on 1x1 images. 104 and 440 are multiples of 8, not of 16 (selector.py's
+# scalar_loads), and groups of 8 channels make a GEMM of 8 (1x1) or 72 (3x3) deep.
+REGNET_Y_400MF = [
+    (32, 48, 112, 1, 1, 0, 1), (48, 48, 112, 3, 2, 1, 6), (48, 48, 56, 1, 1, 0, 1),
+    (32, 48, 112, 1, 2, 0, 1), (48, 104, 56, 1, 1, 0, 1), (104, 104, 56, 3, 2, 1, 13),
+    (104, 104, 28, 1, 1, 0, 1), (48, 104, 56, 1, 2, 0, 1), (104, 104, 28, 3, 1, 1, 13),
+    (104, 208, 28, 1, 1, 0, 1), (208, 208, 28, 3, 2, 1, 26), (208, 208, 14, 1, 1, 0, 1),
+    (104, 208, 28, 1, 2, 0, 1), (208, 208, 14, 3, 1, 1, 26), (208, 440, 14, 1, 1, 0, 1),
+    (440, 440, 14, 3, 2, 1, 55), (440, 440, 7, 1, 1, 0, 1), (208, 440, 14, 1, 2, 0, 1),
+    (440, 440, 7, 3, 1, 1, 55),
+]
+
 NETWORKS = {"resnet50": RESNET50, "mobilenet_v2": MOBILENET_V2, "vgg16": VGG16, "unet": UNET,
             "efficientnet_b0": EFFICIENTNET_B0, "vit_b16": VIT_B16, "deeplabv3": DEEPLABV3,
             "inception_v3": INCEPTION_V3, "densenet121": DENSENET121, "convnext_t": CONVNEXT_T,
             "alexnet": ALEXNET, "squeezenet1_1": SQUEEZENET1_1, "resnet18": RESNET18,
-            "resnext50": RESNEXT50, "shufflenet_v2": SHUFFLENET_V2, "mobilenet_v3": MOBILENET_V3}
+            "resnext50": RESNEXT50, "shufflenet_v2": SHUFFLENET_V2, "mobilenet_v3": MOBILENET_V3,
+            "regnet_y_400mf": REGNET_Y_400MF}
 
 
 def dilation(layer) -> int:
