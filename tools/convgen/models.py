@@ -233,6 +233,16 @@ def _fit_batch(layer, batch: int) -> int:
     return batch
 
 
+def _round_robin(queues: list[list]) -> list:
+    """One item of each queue in turn, so that a run stopped early has some of each."""
+    out = []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
 def selector_set() -> list[tuple]:
     """(network, layer, batch, type) of every problem shape, in the order a tuning run
     should take them: round-robin over the networks, so a run stopped early has some of
@@ -247,12 +257,7 @@ def selector_set() -> list[tuple]:
                 q.append((net, layer, _fit_batch(layer, SELECTOR_BATCHES[i % len(SELECTOR_BATCHES)]),
                           "f16"))
         queues.append(q)
-    out = []
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
-    return out
+    return _round_robin(queues)
 
 
 # The suite benchmark's configuration list (benchmarks/bench_suite.py --configs N): small
@@ -278,9 +283,31 @@ def suite_set(count: int) -> list[tuple]:
         queues.append([(net, layer, d, t, lay) for t in SUITE_TYPES for lay in SUITE_LAYOUTS
                        for layer in layers if _flops(layer, 1) <= SUITE_MAX_FLOPS
                        for d in ("fwd", "bwd_data", "bwd_weight")])
-    out = []
-    while len(out) < count and any(queues):
-        for q in queues:
-            if q and len(out) < count:
-                out.append(q.pop(0))
-    return out
+    return _round_robin(queues)[:count]
+
+
+# Batches the selector's training set adds for the layers whose rows a pointer kernel
+# cannot prove 16-aligned (tuning/unaligned-1x1-batches.lines): there the choice between a
+# pointer and a descriptor kernel is the model's worst (docs/config-selection.md).
+UNALIGNED_EXTRA_BATCHES = (32, 256)
+
+
+def unaligned_1x1_set() -> list[tuple]:
+    """(network, layer, batch, type) of every ungrouped 1x1 layer with a channel count 16
+    does not divide, at each of UNALIGNED_EXTRA_BATCHES (halved as _fit_batch does) where
+    selector_set does not have it at that batch; round-robin over the networks."""
+    have = {(tuple(layer[:7]), batch) for _, layer, batch, _ in selector_set()}
+    queues = []
+    for net, layers in NETWORKS.items():
+        q = []
+        for layer in layers:
+            c, k, _, f, _, _, g = layer[:7]
+            if f != 1 or g != 1 or not (c % 16 or k % 16):
+                continue
+            for batch in UNALIGNED_EXTRA_BATCHES:
+                key = (tuple(layer[:7]), _fit_batch(layer, batch))
+                if key not in have:
+                    have.add(key)
+                    q.append((net, layer, key[1], "f16"))
+        queues.append(q)
+    return _round_robin(queues)
