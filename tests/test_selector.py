@@ -256,6 +256,25 @@ def test_folds_never_split_a_shape(problems):
         selector.group_folds(problems, len(fold_of_shape) + 1)
 
 
+def test_folds_by_layer_hold_out_a_layer_at_every_batch(problems):
+    folds = selector.group_folds(problems, 5, "layer")
+    fold_of_layer = {}
+    for prob, f in zip(problems, folds):
+        assert fold_of_layer.setdefault(prob.layer, f) == f, prob.layer
+    # the fixture has a layer at two batches: one group by layer, two by shape
+    batches = {}
+    for prob in problems:
+        batches.setdefault(prob.layer, set()).add(prob.problem.n)
+    assert any(len(b) > 1 for b in batches.values())
+    assert len(fold_of_layer) < len({p.shape for p in problems})
+    result = selector.evaluate(problems, folds=5, trees=TREES, group="layer")
+    assert result["group"] == "layer" and result["layers"] == len(fold_of_layer)
+    # each problem was judged by the fold that held its whole layer out
+    judged_in = {row["problem"]: row["fold"] for row in result["per_problem"]}
+    assert len(judged_in) == len(problems)
+    assert all(judged_in[prob.problem.describe()] == f for prob, f in zip(problems, folds))
+
+
 def test_evaluation_reports_efficiency_against_the_oracle(problems):
     import numpy as np
     result = selector.evaluate(problems, folds=5, trees=TREES)
@@ -532,6 +551,7 @@ def test_train_and_eval_commands(tmp_path, db):
 @pytest.mark.parametrize("args,message", [
     (["train-selector", "--db", "/nonexistent/t.sqlite"], "does not exist"),
     (["eval-selector", "--arch", "gfx942", "--db", "{db}"], "has no measurements on gfx942"),
+    (["eval-selector", "--db", "{db}", "--group", "batch"], "expected one of shape, layer"),
     (["train-selector", "--db", "{db}", "--out", "/nonexistent/m.json"], "does not exist"),
     (["train-selector", "--db", "{db}", "--warm_start", "/nonexistent/m.json"],
      "selector model '/nonexistent/m.json' cannot be used"),

@@ -1011,6 +1011,9 @@ SELECTOR_FLAGS = _table(
          "train-selector: a model to continue from (its trees kept, more added)", "none"),
         ("trees", "trees", _size, "boosting rounds (a warm start adds fewer)", _selector_trees),
         ("folds", "folds", _size, "cross-validation folds, grouped by shape (eval-selector; train-selector learns from them the families that keep the rule)", "5"),
+        ("group", "group", _words("shape", "layer"),
+         "eval-selector: what a fold holds out whole: shape (a layer at one batch) or layer "
+         "(a layer at every batch measured)", "shape"),
         ("json", "json", _str, "eval-selector: write the evaluation here as JSON", "none"),
     ]))
 
@@ -1093,7 +1096,7 @@ def parse_selector(argv: list[str]) -> dict:
                            "give --db)")
     return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
             "warm_start": v.get("warm_start"), "trees": v.get("trees"),
-            "folds": v.get("folds", 5), "json": v.get("json")}
+            "folds": v.get("folds", 5), "group": v.get("group", "shape"), "json": v.get("json")}
 
 
 def _split_flags(tokens: list[str], table: Table) -> tuple[list[str], list[str]]:

@@ -9,7 +9,8 @@ more than one model learnt: on 544 problems one model for all reached 85.2% mean
 P10 of the oracle, one per direction 88.8% / 63.9%); beside it a ranking model over the
 same features, trained on each problem's configs in order of speed, which picks (it
 picked better than the regression: RANK_PARAMS); evaluated with folds grouped by
-problem shape, so no shape is ever both learnt and judged.
+problem shape (or by layer: a layer at every batch), so no shape is ever both learnt and
+judged.
 
     FEATURES              the feature table: name and meaning, in the model's column order
     features(p, cfg, dev) one row of it
@@ -363,6 +364,16 @@ class Problem:
     def best(self) -> float:
         return max(self.tflops)
 
+    @property
+    def layer(self) -> tuple:
+        """The shape less its batch: a network layer at any batch."""
+        return self.shape[SHAPE_COLUMNS.index("n") + 1:]
+
+
+# What a cross-validation fold holds out whole: a shape (a layer at one batch), or a layer
+# at every batch it was measured at (the harder test: a layer never seen at any batch).
+GROUPINGS = {"shape": lambda p: p.shape, "layer": lambda p: p.layer}
+
 
 def _backend_for(arch: str):
     """The Backend the rules of kernels/config.py see for a database's arch (no device needed)."""
@@ -712,21 +723,22 @@ def short_chains(problem, configs) -> list[int]:
 
 # ---- evaluation -----------------------------------------------------------------------------
 
-def group_folds(problems: list[Problem], folds: int) -> list[int]:
-    """A fold per problem, whole shapes at a time (sklearn's GroupKFold rule: the largest
-    shape first, each into the fold with the fewest rows so far)."""
+def group_folds(problems: list[Problem], folds: int, group: str = "shape") -> list[int]:
+    """A fold per problem, whole groups (GROUPINGS) at a time (sklearn's GroupKFold rule:
+    the largest group first, each into the fold with the fewest rows so far)."""
+    key = GROUPINGS[group]
     rows: dict[tuple, int] = defaultdict(int)
     for prob in problems:
-        rows[prob.shape] += len(prob.configs)
+        rows[key(prob)] += len(prob.configs)
     if len(rows) < folds:
-        raise ConvgenError(f"{len(rows)} distinct shapes cannot fill {folds} folds")
+        raise ConvgenError(f"{len(rows)} distinct {group}s cannot fill {folds} folds")
     load = [0] * folds
     fold_of = {}
-    for shape, n in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0])):
+    for one, n in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0])):
         f = min(range(folds), key=lambda i: (load[i], i))
-        fold_of[shape] = f
+        fold_of[one] = f
         load[f] += n
-    return [fold_of[prob.shape] for prob in problems]
+    return [fold_of[key(prob)] for prob in problems]
 
 
 def coverage(p) -> str:
@@ -787,21 +799,23 @@ def rule_families(per_problem: list[dict]) -> list[str]:
     return out
 
 
-def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool) -> tuple[list, list]:
+def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool,
+                    group: str = "shape") -> tuple[list, list]:
     """(one row per problem, selection seconds): each fold's model picks for the problems of
-    the held-out shapes. With `inner`, each fold also learns, by cross-validation on its
-    own training shapes alone, the families that keep the rule (rule_families), and the
-    row's "selector" is what a run with that model would take."""
+    the held-out groups (GROUPINGS). With `inner`, each fold also learns, by
+    cross-validation on its own training problems alone, the families that keep the rule
+    (rule_families), and the row's "selector" is what a run with that model would take."""
     from convgen.kernels import config as kconfig
-    fold_of = group_folds(problems, folds)
+    fold_of = group_folds(problems, folds, group)
+    key = GROUPINGS[group]
     per_problem, select_s = [], []
     for f in range(folds):
         train_set = [p for p, g in zip(problems, fold_of) if g != f]
         test_set = [p for p, g in zip(problems, fold_of) if g == f]
-        assert not {p.shape for p in train_set} & {p.shape for p in test_set}
+        assert not {key(p) for p in train_set} & {key(p) for p in test_set}
         model = Model.of(train(train_set, trees), {"arch": problems[0].device.arch})
         single = _single_best(train_set)
-        keep_rule = rule_families(_cross_validate(train_set, folds - 1, trees, False)[0]) if inner else []
+        keep_rule = rule_families(_cross_validate(train_set, folds - 1, trees, False, group)[0]) if inner else []
         for prob in test_set:
             backend = _backend_for(prob.device.arch)
             rule = kconfig.default_config(prob.problem, backend, True).describe()
@@ -831,15 +845,17 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
     return per_problem, select_s
 
 
-def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES) -> dict:
-    """Cross-validation grouped by shape: each fold's model picks a config for every problem
-    of the held-out shapes; efficiency = that config's measured TFLOPS / the best measured.
+def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group: str = "shape") -> dict:
+    """Cross-validation grouped by shape (or by layer, GROUPINGS): each fold's model picks a
+    config for every problem of the held-out groups; efficiency = that config's measured
+    TFLOPS / the best measured.
     Beside it: the fixed rule (kernels/config.default_config), the single config that does
     best on the training folds per direction, and the selector as a run uses it (the
     model, or the rule in the families where the training folds' own cross-validation
     preferred it). `overall` is the selector's."""
-    per_problem, select_s = _cross_validate(problems, folds, trees, True)
-    out = {"folds": folds, "problems": len(problems), "shapes": len({p.shape for p in problems}),
+    per_problem, select_s = _cross_validate(problems, folds, trees, True, group)
+    out = {"folds": folds, "group": group, "problems": len(problems),
+           "shapes": len({p.shape for p in problems}), "layers": len({p.layer for p in problems}),
            "rows": sum(len(p.configs) for p in problems),
            "selection_ms": 1e3 * sorted(select_s)[len(select_s) // 2],
            "selection_ms_max": 1e3 * max(select_s)}
@@ -924,18 +940,19 @@ def main(command: str, args: dict) -> int:
         raise ConvgenError(f"the tuning database '{args['db']}' has no measurements on {args['arch']}")
     shapes = len({p.shape for p in problems})
     rows = sum(len(p.configs) for p in problems)
-    report.say(f"{command}: {len(problems)} problems ({shapes} shapes, {rows} measured configs) "
+    report.say(f"{command}: {len(problems)} problems ({shapes} shapes of "
+               f"{len({p.layer for p in problems})} layers, {rows} measured configs) "
                f"on {args['arch']} from {args['db']}")
     if command == "eval-selector":
         t0 = time.perf_counter()
-        result = evaluate(problems, args["folds"], args["trees"] or TREES)
+        result = evaluate(problems, args["folds"], args["trees"] or TREES, args["group"])
         result.update({"arch": args["arch"], "database": os.path.basename(args["db"]),
                        "trees": args["trees"] or TREES, "seconds": time.perf_counter() - t0})
         for line in evaluation_table(result):
             print(line)
         report.say(f"eval-selector: selection {result['selection_ms']:.2f} ms per problem "
                    f"(median; the slowest {result['selection_ms_max']:.2f} ms), "
-                   f"{args['folds']} folds in {result['seconds']:.0f} s")
+                   f"{args['folds']} folds by {args['group']} in {result['seconds']:.0f} s")
         error = result["prediction_error"]
         if error["count"]:
             report.say(f"eval-selector: the predicted TFLOPS of a pick is off its measured TFLOPS "
