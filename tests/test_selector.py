@@ -256,6 +256,38 @@ def test_folds_never_split_a_shape(problems):
         selector.group_folds(problems, len(fold_of_shape) + 1)
 
 
+def test_shuffled_folds_deal_whole_shapes_otherwise_and_as_evenly(problems):
+    canonical = selector.group_folds(problems, 5)
+    rows = lambda folds: sorted(sum(len(p.configs) for p, f in zip(problems, folds) if f == i)
+                                for i in range(5))
+    dealt = [selector.group_folds(problems, 5, shuffle=seed) for seed in (1, 2)]
+    assert dealt[0] == selector.group_folds(problems, 5, shuffle=1)   # a seed is one assignment
+    assert dealt[0] != canonical and dealt[0] != dealt[1]
+    for folds in dealt:
+        fold_of_shape = {}
+        for prob, f in zip(problems, folds):
+            assert fold_of_shape.setdefault(prob.shape, f) == f, prob.shape
+        # each group into the fold with the fewest rows: no fold more than a group's rows
+        # above another
+        biggest = max(sum(len(p.configs) for p in problems if p.shape == one) for one in fold_of_shape)
+        assert rows(folds)[-1] - rows(folds)[0] <= biggest
+
+
+def test_evaluation_over_shuffled_folds_averages_each_assignments_numbers(problems):
+    result = selector.evaluate(problems, folds=3, trees=20, shuffles=2)
+    shuffled = result["shuffled"]
+    assert shuffled["assignments"] == 3 and shuffled["seeds"] == [1, 2]
+    runs = [result["per_problem"]] + [selector._cross_validate(problems, 3, 20, True, "shape", seed)[0]
+                                      for seed in (1, 2)]
+    for name in ("overall", "fwd", "bwd_weight"):
+        effs = [[r["selector"] for r in run if name == "overall" or name in r["families"]] for run in runs]
+        for k, of in (("mean", lambda e: sum(e) / len(e)), ("min", min)):
+            assert shuffled["families"][name][k] == pytest.approx(sum(of(e) for e in effs) / 3)
+    # another assignment judges the problems by other models: some pick differs
+    picks = [{r["problem"]: r["chosen"] for r in run} for run in runs]
+    assert picks[0].keys() == picks[1].keys() and picks[0] != picks[1]
+
+
 def test_folds_by_layer_hold_out_a_layer_at_every_batch(problems):
     folds = selector.group_folds(problems, 5, "layer")
     fold_of_layer = {}
@@ -335,7 +367,7 @@ def test_the_model_learns_and_picks_transposed_tiles(problems, model):
 def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(problems, model,
                                                                           monkeypatch):
     import numpy as np
-    monkeypatch.setattr(selector, "PREFILTER_TREES", 7)   # the fixture's model has 60 trees
+    monkeypatch.setattr(selector, "PREFILTER_TREES", 7)   # the fixture's ranking model has 180 trees
     monkeypatch.setattr(selector, "PREFILTER_KEEP", 4)    # fewer than most fixture problems hold
     ranked_first = 0
     for prob in problems[::5]:
@@ -391,9 +423,10 @@ def test_a_pick_asks_only_what_it_needs_and_takes_the_best_accepted(problems, mo
 def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, model):
     import lightgbm
     import numpy as np
-    packages = {(d, kind): lightgbm.Booster(model_str=text) for d, pair in model.texts.items()
-                for kind, text in pair.items()}
-    assert set(packages) == {(d, kind) for d in selector.DIRECTIONS for kind in ("rank", "speed")}
+    packages = {(d, "speed"): lightgbm.Booster(model_str=text) for d, text in model.texts["speed"].items()}
+    assert set(packages) == {(d, "speed") for d in selector.DIRECTIONS}
+    for d in selector.DIRECTIONS:   # one ranking model for every direction
+        packages[d, "rank"] = lightgbm.Booster(model_str=model.texts["rank"])
     for prob in problems[::7]:
         d = prob.problem.direction.name
         x = np.asarray([selector.features(prob.problem, c, prob.device) for c in prob.configs])
@@ -445,14 +478,21 @@ def test_model_file_round_trips(tmp_path, problems, model):
     (lambda text: json.dumps({"schema": "other"}), "not a convgen selector model"),
     (lambda text: text.replace('"block_m"', '"block_m_renamed"', 1), "other features"),
     (lambda text: json.dumps({**json.loads(text), "models": {
-        "fwd": {**json.loads(text)["models"]["fwd"], "speed": "tree\ngarbage"}}}),
+        **json.loads(text)["models"], "speed": {"fwd": "tree\ngarbage"}}}),
      "fwd speed LightGBM model does not parse"),
-    (lambda text: json.dumps({**json.loads(text), "models": {"sideways": json.loads(text)["models"]["fwd"]}}),
-     "no LightGBM ranking and speed model per direction"),
-    (lambda text: json.dumps({**json.loads(text), "models": {"fwd": json.loads(text)["models"]["fwd"]["rank"]}}),
-     "no LightGBM ranking and speed model per direction"),
+    (lambda text: json.dumps({**json.loads(text), "models": {
+        **json.loads(text)["models"], "rank": "tree\ngarbage"}}),
+     "its rank LightGBM model does not parse"),
+    (lambda text: json.dumps({**json.loads(text), "models": {
+        **json.loads(text)["models"], "speed": {"sideways": json.loads(text)["models"]["rank"]}}}),
+     "no LightGBM ranking model and speed model per direction"),
+    (lambda text: json.dumps({**json.loads(text), "models": {"fwd": json.loads(text)["models"]["rank"]}}),
+     "no LightGBM ranking model and speed model per direction"),
+    (lambda text: json.dumps({**json.loads(text), "models": {"rank": json.loads(text)["models"]["rank"],
+                                                             "speed": {}}}),
+     "no LightGBM ranking model and speed model per direction"),
     (lambda text: json.dumps({**{k: v for k, v in json.loads(text).items() if k != "models"},
-                              "version": 1, "model": "tree"}), "schema version 1; this convgen reads 3"),
+                              "version": 3, "models": {"fwd": {}}}), "schema version 3; this convgen reads 4"),
 ])
 def test_a_damaged_model_is_one_clear_error_naming_the_file(tmp_path, model, damage, why):
     good = str(tmp_path / "good.json")
@@ -533,12 +573,16 @@ def test_train_and_eval_commands(tmp_path, db):
     out = tmp_path / "m.json"
     p = _convgen("train-selector", "--db", db, "--trees", "40", "--out", str(out))
     assert p.returncode == 0, p.stderr
-    assert "40 trees per direction" in p.stdout and json.loads(out.read_text())["trees"] == 40
-    assert set(json.loads(out.read_text())["models"]) == set(selector.DIRECTIONS)
+    doc = json.loads(out.read_text())
+    assert "120 ranking trees, 40 speed trees per direction" in p.stdout
+    assert doc["trees"] == 40 and doc["rank_trees"] == 120
+    assert set(doc["models"]) == {"rank", "speed"} and set(doc["models"]["speed"]) == set(selector.DIRECTIONS)
     warm = tmp_path / "w.json"
     p = _convgen("train-selector", "--db", db, "--warm_start", str(out), "--out", str(warm))
     assert p.returncode == 0, p.stderr
-    assert json.loads(warm.read_text())["trees"] == 40 + selector.WARM_TREES
+    doc = json.loads(warm.read_text())
+    assert doc["trees"] == 40 + selector.WARM_TREES
+    assert doc["rank_trees"] == selector.rank_trees(40 + selector.WARM_TREES)
     report = tmp_path / "eval.json"
     p = _convgen("eval-selector", "--db", db, "--trees", "40", "--json", str(report))
     assert p.returncode == 0, p.stderr
@@ -590,16 +634,20 @@ def test_a_family_the_model_keeps_the_rule_for_takes_the_rule(tmp_path, problems
     assert monkey_loaded is None
 
 
-def test_each_direction_has_its_own_model_and_a_missing_one_keeps_the_rule(tmp_path, problems, model,
-                                                                            on_h100):
-    """One LightGBM model per direction: a problem is ranked by its direction's alone, and a
-    file without that direction's model leaves the problem to the rule, saying so."""
+def test_each_direction_has_its_own_speed_model_and_a_missing_one_keeps_the_rule(tmp_path, problems,
+                                                                                  model, on_h100):
+    """One speed model per direction: a problem's TFLOPS are its direction's alone to
+    predict, and a file without that direction's model (one trained on no problem of it)
+    leaves the problem to the rule, saying so, though its ranking model would rank it."""
     prob = next(p for p in problems if p.problem.direction.name == "bwd_weight")
-    alone = selector.Model({"bwd_weight": model.texts["bwd_weight"]}, {"arch": "sm90"})
+    alone = selector.Model({"rank": model.texts["rank"], "speed": {"bwd_weight": model.texts["speed"]["bwd_weight"]}},
+                           {"arch": "sm90"})
     assert list(alone.predict(prob.problem, prob.configs, prob.device)) == pytest.approx(
         list(model.predict(prob.problem, prob.configs, prob.device)))
+    assert alone.pick(prob.problem, prob.configs, prob.device) == model.pick(prob.problem, prob.configs, prob.device)
     path = str(tmp_path / "sm90.json")
-    selector.Model({"fwd": model.texts["fwd"]}, {"arch": "sm90"}).save(path)
+    selector.Model({"rank": model.texts["rank"], "speed": {"fwd": model.texts["speed"]["fwd"]}},
+                   {"arch": "sm90"}).save(path)
     cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
     assert cfg == kconfig.choose(prob.problem, SM90, True)
     assert "sm90.json has no bwd_weight model" in source
@@ -617,12 +665,15 @@ def test_a_direction_no_training_fold_holds_is_the_rules_in_cross_validation(pro
 
 
 def test_a_warm_start_keeps_the_directions_the_new_data_lacks(problems, model):
+    """New rows of one direction continue its speed model and the ranking model (which
+    ranks every direction); the other speed models stay as they were."""
     fwd = [p for p in problems if p.problem.direction.name == "fwd"]
     boosters = selector.train(fwd, 20, warm_start=model)
-    assert set(boosters) == set(selector.DIRECTIONS)
-    for kind in ("rank", "speed"):
-        assert boosters["bwd_weight"][kind].model_to_string() == model.texts["bwd_weight"][kind]
-        assert boosters["fwd"][kind].num_trees() > TREES
+    assert set(boosters["speed"]) == set(selector.DIRECTIONS)
+    for d in ("bwd_data", "bwd_weight"):
+        assert boosters["speed"][d].model_to_string() == model.texts["speed"][d]
+    assert boosters["speed"]["fwd"].num_trees() == TREES + selector.WARM_TREES
+    assert boosters["rank"].num_trees() == selector.rank_trees(TREES) + selector.rank_trees(selector.WARM_TREES)
 
 
 def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems, model, on_h100):

@@ -1014,6 +1014,10 @@ SELECTOR_FLAGS = _table(
         ("group", "group", _words("shape", "layer"),
          "eval-selector: what a fold holds out whole: shape (a layer at one batch) or layer "
          "(a layer at every batch measured)", "shape"),
+        ("shuffles", "shuffles", _nonneg,
+         "eval-selector: as many more cross-validations with the groups dealt into folds in "
+         "a seeded random order; prints and writes (`shuffled`) the mean of their numbers "
+         "with the first's", "0"),
         ("json", "json", _str, "eval-selector: write the evaluation here as JSON", "none"),
     ]))
 
@@ -1096,7 +1100,8 @@ def parse_selector(argv: list[str]) -> dict:
                            "give --db)")
     return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
             "warm_start": v.get("warm_start"), "trees": v.get("trees"),
-            "folds": v.get("folds", 5), "group": v.get("group", "shape"), "json": v.get("json")}
+            "folds": v.get("folds", 5), "group": v.get("group", "shape"),
+            "shuffles": v.get("shuffles", 0), "json": v.get("json")}
 
 
 def _split_flags(tokens: list[str], table: Table) -> tuple[list[str], list[str]]:

@@ -5,17 +5,18 @@ config ranked first instead of the fixed rule's.
 The idea is CK's dispatcher heuristics (docs/config-selection.md): a regression on
 log1p(TFLOPS) over features of the problem, the config and how the two fit, trained on
 every measurement of the tuning database, one per direction (the three kernels differ
-more than one model learnt: on 544 problems one model for all reached 85.2% mean / 44.6%
-P10 of the oracle, one per direction 88.8% / 63.9%); beside it a ranking model over the
-same features, trained on each problem's configs in order of speed, which picks (it
-picked better than the regression: RANK_PARAMS); evaluated with folds grouped by
+more than one regression learnt: on 544 problems one for all reached 85.2% mean / 44.6%
+P10 of the oracle, one per direction 88.8% / 63.9%); beside them one ranking model over
+the same features, trained on every problem's configs in order of speed, which picks (it
+picked better than the regression: RANK_PARAMS; one for the three directions, which
+share tiles, picked better than one each: RANK_TREES); evaluated with folds grouped by
 problem shape (or by layer: a layer at every batch), so no shape is ever both learnt and
 judged.
 
     FEATURES              the feature table: name and meaning, in the model's column order
     features(p, cfg, dev) one row of it
     load_dataset(db)      the database's measurements as (problem, config, TFLOPS) rows
-    train(dataset)        fitted models: a ranking and a speed lightgbm.Booster per direction
+    train(dataset)        fitted models: one ranking lightgbm.Booster, a speed one per direction
     Model                 a model file: save, load, rank a problem's candidates
     choose(p, backend)    the run-time question: (config, predicted TFLOPS) or why not
     evaluate(dataset)     grouped cross-validation: efficiency against the oracle, the
@@ -23,8 +24,8 @@ judged.
 
 A model file is JSON: the schema name and version, the arch it is for, the feature names
 it was trained on (a model whose features differ from this module's is refused), what it
-was trained on, and LightGBM's own text models of each direction ("rank", "speed"). `tuning/models/<arch>.json`
-is the default.
+was trained on, and LightGBM's own text models: "rank", one for every direction, and
+"speed", one per direction it was trained on. `tuning/models/<arch>.json` is the default.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
 
 SCHEMA_NAME = "convgen-selector"
-SCHEMA_VERSION = 3   # 3: a ranking and a speed model per direction; 2: one per direction
+SCHEMA_VERSION = 4   # 4: one ranking model, a speed model per direction; 3: both per direction
 MODELS_DIR = os.path.join(REPO_ROOT, "tuning", "models")
 
 # LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our data 31
@@ -70,12 +71,14 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 # first of those that `config.validate` and the chain bound accept is the pick (they are
 # asked in that order, so most picks validate one config; where none of the kept passes,
 # the whole model orders the rest). In 5-fold cross-validation (852 problems, three
-# shufflings of the shapes into folds) 16 kept pick as well as the whole model on every
-# candidate, 97.69% / 93.5% mean / P10 of the oracle, where 4 kept picked at 97.50% / 92.9%
-# and 30 trees instead of 15 before the 4 at 97.65% / 93.3%. On the CPU machine the whole
-# model's call over 16 rows takes ~30 us against ~19 us over 4, and validating only what
-# the order reaches gives some of it back (4 validations a pick before, ~1 now).
-PREFILTER_TREES = 15
+# shufflings of the shapes into folds) 16 kept picked as well as the whole model on every
+# candidate, 97.69% / 93.5% mean / P10 of the oracle, where 4 kept picked at 97.50% / 92.9%.
+# The ranking model of every direction (225 trees, rank_trees) needs 30 trees to keep what
+# it would pick: six shufflings of 1095 problems, 98.25% / 94.57% with 30 before the 16,
+# 98.18% / 94.35% with 15, 98.27% / 94.62% with the whole model on every candidate. On the
+# CPU machine the whole model's call over 16 rows takes ~30 us a 75 trees, and validating
+# only what the order reaches gives some of it back (4 validations a pick before, ~1 now).
+PREFILTER_TREES = 30
 PREFILTER_KEEP = 16
 WARM_TREES = 40   # added on top of a warm start's trees
 
@@ -483,42 +486,58 @@ def _lightgbm():
 
 
 def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None" = None) -> dict:
-    """{direction: {"rank": booster, "speed": booster}}: LightGBM fitted on every (problem,
-    config) row of that direction, a ranking of each problem's configs (RANK_PARAMS) and a
-    regression on log1p(TFLOPS); a warm start continues each direction's trees it has."""
+    """{"rank": booster, "speed": {direction: booster}}: LightGBM fitted on every (problem,
+    config) row, one ranking of each problem's configs for every direction (RANK_PARAMS,
+    rank_trees(trees) trees) and a regression on log1p(TFLOPS) per direction; a warm start
+    continues the trees it has (the speed models of directions with new rows)."""
     lgb = _lightgbm()
     if lgb is None:
         raise ConvgenError("training a selector needs the lightgbm package (pip install "
                            "-c constraints.txt lightgbm)")
     if not problems:
         raise ConvgenError("no measurements to train on")
-    boosters = {}
+
+    def fit(params, x, label, groups, rounds, old_text):
+        data = lgb.Dataset(x, label, group=groups, feature_name=list(FEATURE_NAMES),
+                           free_raw_data=True)
+        init = lgb.Booster(model_str=old_text) if old_text else None
+        return lgb.train(params, data, num_boost_round=rounds, init_model=init,
+                         keep_training_booster=False)
+    old = warm_start.texts if warm_start else {"rank": None, "speed": {}}
+    x, _, relevance, groups = _matrix(problems)
+    boosters = {"rank": fit(RANK_PARAMS, x, relevance, groups,
+                            rank_trees(WARM_TREES if old["rank"] else trees), old["rank"]),
+                "speed": {}}
     for direction in DIRECTIONS:
         mine = [p for p in problems if p.problem.direction.name == direction]
-        old = warm_start.texts.get(direction) if warm_start else None
+        before = old["speed"].get(direction)
         if not mine:
-            if old:   # no new data for it: the warm start's models stay as they were
-                boosters[direction] = {kind: lgb.Booster(model_str=old[kind]) for kind in MODEL_KINDS}
+            if before:   # no new data for it: the warm start's model stays as it was
+                boosters["speed"][direction] = lgb.Booster(model_str=before)
             continue
-        x, y, relevance, groups = _matrix(mine)
-        boosters[direction] = {}
-        for kind, params, label in (("rank", RANK_PARAMS, relevance), ("speed", TRAIN_PARAMS, y)):
-            data = lgb.Dataset(x, label, group=groups if kind == "rank" else None,
-                               feature_name=list(FEATURE_NAMES), free_raw_data=True)
-            init = lgb.Booster(model_str=old[kind]) if old else None
-            boosters[direction][kind] = lgb.train(params, data,
-                                                  num_boost_round=WARM_TREES if init else trees,
-                                                  init_model=init, keep_training_booster=False)
+        x, y, _, _ = _matrix(mine)
+        boosters["speed"][direction] = fit(TRAIN_PARAMS, x, y, None,
+                                           WARM_TREES if before else trees, before)
     return boosters
 
 
+def rank_trees(trees: int) -> int:
+    """The ranking model's trees: `trees` for each direction it ranks (225 for 75), as many
+    as the three models of one direction each had in all. One ranking for the three
+    directions learns from all 1095 problems where each had a third: six shufflings of the
+    shapes into 5 folds, mean / P10 of the oracle 98.25% / 94.57% against 97.98% / 93.98%
+    for one model of 75 trees per direction and 98.14% / 94.12% for one of 225 per
+    direction (more trees alone are not what moved it)."""
+    return len(DIRECTIONS) * trees
+
+
 class Model:
-    """A trained selector for one arch: LightGBM's text models of each direction (the
-    ranking that picks, the regression that predicts TFLOPS), predicted through its C
-    library (lgbm_c), so a run never imports the lightgbm package."""
+    """A trained selector for one arch: LightGBM's text models (the ranking that picks, for
+    every direction; the regression per direction that predicts TFLOPS), predicted through
+    its C library (lgbm_c), so a run never imports the lightgbm package."""
 
     def __init__(self, texts: dict, meta: dict, path: str | None = None):
-        self.texts = dict(texts)        # direction -> {"rank": text, "speed": text}
+        self.texts = {"rank": texts["rank"], "speed": dict(texts["speed"])}   # "speed": {direction: text}
         self.meta = meta
         self.path = path
         self._boosters: dict = {}
@@ -526,16 +545,23 @@ class Model:
     @classmethod
     def of(cls, boosters: dict, meta: dict) -> "Model":
         """The model of the boosters that train() fitted."""
-        return cls({d: {kind: b.model_to_string() for kind, b in pair.items()}
-                    for d, pair in boosters.items()}, meta)
+        return cls({"rank": boosters["rank"].model_to_string(),
+                    "speed": {d: b.model_to_string() for d, b in boosters["speed"].items()}}, meta)
+
+    @property
+    def directions(self) -> tuple:
+        """The directions it was trained on (a speed model each): the others keep the rule."""
+        return tuple(self.texts["speed"])
 
     def booster(self, direction: str, kind: str = "rank"):
-        """lgbm_c.Booster of a direction's model, loaded on first use (ImportError without
-        lightgbm)."""
-        if (direction, kind) not in self._boosters:
+        """lgbm_c.Booster of the ranking model or a direction's speed model, loaded on first
+        use (ImportError without lightgbm)."""
+        key = (direction if kind == "speed" else None, kind)
+        if key not in self._boosters:
             from convgen import lgbm_c
-            self._boosters[direction, kind] = lgbm_c.Booster(self.texts[direction][kind])
-        return self._boosters[direction, kind]
+            text = self.texts["speed"][direction] if kind == "speed" else self.texts["rank"]
+            self._boosters[key] = lgbm_c.Booster(text)
+        return self._boosters[key]
 
     @property
     def arch(self) -> str:
@@ -573,22 +599,23 @@ class Model:
                           "(convgen train-selector makes a new one)")
         from convgen import lgbm_c
         texts = doc.get("models")
-        if (not isinstance(texts, dict) or not texts or set(texts) - set(DIRECTIONS)
-                or not all(isinstance(t, dict) and set(t) == set(MODEL_KINDS)
-                           and all(isinstance(v, str) for v in t.values()) for t in texts.values())):
-            raise damaged("it holds no LightGBM ranking and speed model per direction")
+        speed = texts.get("speed") if isinstance(texts, dict) else None
+        if (not isinstance(texts, dict) or set(texts) != set(MODEL_KINDS)
+                or not isinstance(texts["rank"], str) or not isinstance(speed, dict) or not speed
+                or set(speed) - set(DIRECTIONS) or not all(isinstance(v, str) for v in speed.values())):
+            raise damaged("it holds no LightGBM ranking model and speed model per direction")
         meta = {k: v for k, v in doc.items() if k not in ("schema", "version", "features", "models")}
         model = cls(texts, meta, path)
-        for direction in texts:
-            for kind in MODEL_KINDS:
-                try:
-                    booster = model.booster(direction, kind)
-                except lgbm_c.LightGBMError as e:
-                    raise damaged(f"its {direction} {kind} LightGBM model does not parse "
-                                  f"({' '.join(str(e).split())[:200]})") from None
-                if booster.num_features != len(FEATURE_NAMES):
-                    raise damaged(f"its {direction} {kind} LightGBM model reads "
-                                  f"{booster.num_features} features, not {len(FEATURE_NAMES)}")
+        for direction, kind in [(None, "rank")] + [(d, "speed") for d in speed]:
+            name = f"{direction} {kind}" if direction else kind
+            try:
+                booster = model.booster(direction, kind)
+            except lgbm_c.LightGBMError as e:
+                raise damaged(f"its {name} LightGBM model does not parse "
+                              f"({' '.join(str(e).split())[:200]})") from None
+            if booster.num_features != len(FEATURE_NAMES):
+                raise damaged(f"its {name} LightGBM model reads "
+                              f"{booster.num_features} features, not {len(FEATURE_NAMES)}")
         return model
 
     def predict(self, p, configs, dev: Device):
@@ -672,7 +699,7 @@ def choose(problem, backend, given: str | None = ""):
     if kept:
         return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
                       "problems (it beat the model in cross-validation)"), None
-    if problem.direction.name not in model.texts:
+    if problem.direction.name not in model.directions:
         return None, f"{os.path.basename(path)} has no {problem.direction.name} model", None
     kind = coverage(problem)
     if "coverage" in model.meta and kind not in model.meta["coverage"]:
@@ -723,18 +750,26 @@ def short_chains(problem, configs) -> list[int]:
 
 # ---- evaluation -----------------------------------------------------------------------------
 
-def group_folds(problems: list[Problem], folds: int, group: str = "shape") -> list[int]:
+def group_folds(problems: list[Problem], folds: int, group: str = "shape",
+                shuffle: int | None = None) -> list[int]:
     """A fold per problem, whole groups (GROUPINGS) at a time (sklearn's GroupKFold rule:
-    the largest group first, each into the fold with the fewest rows so far)."""
+    the largest group first, each into the fold with the fewest rows so far). With
+    `shuffle` (a seed) the groups are dealt in a random order instead, each still into the
+    fold with the fewest rows: another assignment as balanced, for the spread of the
+    numbers over assignments (a lone shape's fold moves the minimum by tens of points)."""
+    import random
     key = GROUPINGS[group]
     rows: dict[tuple, int] = defaultdict(int)
     for prob in problems:
         rows[key(prob)] += len(prob.configs)
     if len(rows) < folds:
         raise ConvgenError(f"{len(rows)} distinct {group}s cannot fill {folds} folds")
+    order = sorted(rows.items(), key=lambda kv: (-kv[1], kv[0]))
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(order)
     load = [0] * folds
     fold_of = {}
-    for one, n in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0])):
+    for one, n in order:
         f = min(range(folds), key=lambda i: (load[i], i))
         fold_of[one] = f
         load[f] += n
@@ -800,13 +835,14 @@ def rule_families(per_problem: list[dict]) -> list[str]:
 
 
 def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool,
-                    group: str = "shape") -> tuple[list, list]:
+                    group: str = "shape", shuffle: int | None = None) -> tuple[list, list]:
     """(one row per problem, selection seconds): each fold's model picks for the problems of
-    the held-out groups (GROUPINGS). With `inner`, each fold also learns, by
-    cross-validation on its own training problems alone, the families that keep the rule
-    (rule_families), and the row's "selector" is what a run with that model would take."""
+    the held-out groups (GROUPINGS; `shuffle`: group_folds'). With `inner`, each fold also
+    learns, by cross-validation on its own training problems alone, the families that keep
+    the rule (rule_families), and the row's "selector" is what a run with that model would
+    take."""
     from convgen.kernels import config as kconfig
-    fold_of = group_folds(problems, folds, group)
+    fold_of = group_folds(problems, folds, group, shuffle)
     key = GROUPINGS[group]
     per_problem, select_s = [], []
     for f in range(folds):
@@ -822,7 +858,7 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             texts = [c.describe() for c in prob.configs]
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
             t0 = time.perf_counter()
-            if prob.problem.direction.name in model.texts:
+            if prob.problem.direction.name in model.directions:
                 allowed = short_chains(prob.problem, prob.configs)
                 best, predicted = model.pick(prob.problem, [prob.configs[i] for i in allowed],
                                              prob.device)
@@ -845,14 +881,17 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
     return per_problem, select_s
 
 
-def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group: str = "shape") -> dict:
+def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group: str = "shape",
+             shuffles: int = 0) -> dict:
     """Cross-validation grouped by shape (or by layer, GROUPINGS): each fold's model picks a
     config for every problem of the held-out groups; efficiency = that config's measured
     TFLOPS / the best measured.
     Beside it: the fixed rule (kernels/config.default_config), the single config that does
     best on the training folds per direction, and the selector as a run uses it (the
     model, or the rule in the families where the training folds' own cross-validation
-    preferred it). `overall` is the selector's."""
+    preferred it). `overall` is the selector's. With `shuffles`, the selector's numbers
+    again over that many other assignments of the groups to folds (group_folds' seeds 1,
+    2, ...) and their mean with the first's (`shuffled`)."""
     per_problem, select_s = _cross_validate(problems, folds, trees, True, group)
     out = {"folds": folds, "group": group, "problems": len(problems),
            "shapes": len({p.shape for p in problems}), "layers": len({p.layer for p in problems}),
@@ -867,9 +906,23 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
                        for who in ("selector", "model", "rule", "single")}
     out["overall"] = {k: table["overall"]["selector"][k] for k in ("mean", "p10", "min")}
     out["families"] = table
+    if shuffles:
+        runs = [per_problem] + [_cross_validate(problems, folds, trees, True, group, seed)[0]
+                                for seed in range(1, shuffles + 1)]
+        out["shuffled"] = {"assignments": len(runs), "seeds": list(range(1, shuffles + 1)),
+                           "families": {name: _mean_summary(runs, name) for name in names}}
     out["prediction_error"] = _prediction_error(per_problem)
     out["per_problem"] = per_problem
     return out
+
+
+def _mean_summary(runs: list[list[dict]], family: str) -> dict:
+    """The selector's mean, P10 and min in a family, each averaged over the runs (one per
+    assignment of groups to folds)."""
+    summaries = [_summary([r["selector"] for r in rows if r["selector"] is not None
+                           and (family == "overall" or family in r["families"])]) for rows in runs]
+    return {"count": summaries[0]["count"],
+            **{k: sum(s[k] for s in summaries) / len(summaries) for k in ("mean", "p10", "min")}}
 
 
 def _prediction_error(per_problem: list[dict]) -> dict:
@@ -945,7 +998,8 @@ def main(command: str, args: dict) -> int:
                f"on {args['arch']} from {args['db']}")
     if command == "eval-selector":
         t0 = time.perf_counter()
-        result = evaluate(problems, args["folds"], args["trees"] or TREES, args["group"])
+        result = evaluate(problems, args["folds"], args["trees"] or TREES, args["group"],
+                          args["shuffles"])
         result.update({"arch": args["arch"], "database": os.path.basename(args["db"]),
                        "trees": args["trees"] or TREES, "seconds": time.perf_counter() - t0})
         for line in evaluation_table(result):
@@ -953,6 +1007,14 @@ def main(command: str, args: dict) -> int:
         report.say(f"eval-selector: selection {result['selection_ms']:.2f} ms per problem "
                    f"(median; the slowest {result['selection_ms_max']:.2f} ms), "
                    f"{args['folds']} folds by {args['group']} in {result['seconds']:.0f} s")
+        if "shuffled" in result:
+            shuffled = result["shuffled"]
+            report.say(f"eval-selector: the selector's mean / P10 / min averaged over "
+                       f"{shuffled['assignments']} assignments of the {args['group']}s to folds "
+                       f"(the table's and {len(shuffled['seeds'])} shuffled): " + "; ".join(
+                           f"{name} " + " / ".join(f"{100 * one[k]:.2f}%" for k in ("mean", "p10", "min"))
+                           for name, one in shuffled["families"].items()
+                           if name in ("overall",) + DIRECTIONS))
         error = result["prediction_error"]
         if error["count"]:
             report.say(f"eval-selector: the predicted TFLOPS of a pick is off its measured TFLOPS "
@@ -965,19 +1027,21 @@ def main(command: str, args: dict) -> int:
         return 0
     t0 = time.perf_counter()
     boosters = train(problems, args["trees"] or TREES, warm)
-    trees = max(b.num_trees() for pair in boosters.values() for b in pair.values())
+    trees = max(b.num_trees() for b in boosters["speed"].values())
     # the families where the rule beat the model in cross-validation keep the rule
     keep_rule = rule_families(_cross_validate(problems, args["folds"], args["trees"] or TREES,
                                               False)[0]) if len({p.shape for p in problems}) >= args["folds"] else []
     meta = {"arch": args["arch"], "problems": len(problems), "shapes": shapes, "rows": rows,
-            "trees": trees, "directions": sorted(boosters), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
+            "trees": trees, "rank_trees": boosters["rank"].num_trees(),
+            "directions": sorted(boosters["speed"]), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
             "database": os.path.basename(args["db"]),
             "warm_start": os.path.basename(args["warm_start"]) if warm else None,
             "rule_families": keep_rule,
             # a problem of another type or channel order keeps the rule: the model knows none
             "coverage": sorted({coverage(p.problem) for p in problems})}
     Model.of(boosters, meta).save(out)
-    report.say(f"train-selector: {trees} trees per direction ({', '.join(sorted(boosters))}) in "
+    report.say(f"train-selector: {meta['rank_trees']} ranking trees, {trees} speed trees per "
+               f"direction ({', '.join(meta['directions'])}) in "
                f"{time.perf_counter() - t0:.1f} s "
                f"-> {out} ({os.path.getsize(out) // 1024} KiB); the rule kept for: "
                f"{', '.join(keep_rule) or 'no family'}")
