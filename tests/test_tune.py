@@ -228,22 +228,30 @@ def test_layers_expand_to_one_problem_per_layer_direction_type_and_batch(tmp_pat
     assert {c.problem.dtype.name for c in args["configs"]} == {"bf16"}
 
 
-def test_unaligned_batches_add_only_new_unaligned_1x1_problems_and_match_their_lines_file():
+@pytest.mark.parametrize("make,kind,lines_file,directions", [
+    ("unaligned_1x1_set", lambda c, k, f, g: f == 1 and g == 1 and bool(c % 16 or k % 16),
+     "unaligned-1x1-batches.lines", ("fwd", "bwd_data", "bwd_weight")),
+    ("wide_3x3_set", lambda c, k, f, g: f == 3 and g == 1 and min(c, k) >= 256,
+     "wide-3x3-bwd-weight.lines", ("bwd_weight",)),
+])
+def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines_file(
+        make, kind, lines_file, directions):
     import pathlib
     import shlex
     from convgen import models
-    extra = models.unaligned_1x1_set()
+    extra = getattr(models, make)()
     have = {(tuple(layer[:7]), batch) for _, layer, batch, _ in models.selector_set()}
     keys = [(tuple(layer[:7]), batch) for _, layer, batch, _ in extra]
     assert extra and len(set(keys)) == len(keys) and not set(keys) & have
-    for _, (c, k, _, f, _, _, g), _, _ in extra:
-        assert f == 1 and g == 1 and (c % 16 or k % 16)
-    # the committed list is what the generator gives: every layer in all three directions
-    path = pathlib.Path(__file__).parent.parent / "tuning" / "unaligned-1x1-batches.lines"
+    for _, layer, _, _ in extra:
+        c, k, _, f, _, _, g = layer[:7]
+        assert kind(c, k, f, g)
+    # the committed list is what the generator gives: every layer in its directions
+    path = pathlib.Path(__file__).parent.parent / "tuning" / lines_file
     lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
-    want = [(layer[:7], batch) for _, layer, batch, _ in extra for _ in range(3)]
+    want = [(layer[:7], batch, d) for _, layer, batch, _ in extra for d in directions]
     got = []
     for ln in lines:
         p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
-        got.append(((p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g), p.n))
+        got.append(((p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g), p.n, p.direction.name))
     assert sorted(got) == sorted(want)

@@ -286,6 +286,24 @@ def suite_set(count: int) -> list[tuple]:
     return _round_robin(queues)[:count]
 
 
+def extra_batches_set(keep, batches) -> list[tuple]:
+    """(network, layer, batch, type) of every layer that `keep(layer)` takes, at each of
+    `batches` (halved as _fit_batch does) where selector_set does not have it at that
+    batch; f16, round-robin over the networks."""
+    have = {(tuple(layer[:7]), batch) for _, layer, batch, _ in selector_set()}
+    queues = []
+    for net, layers in NETWORKS.items():
+        q = []
+        for layer in (layer for layer in layers if keep(layer)):
+            for batch in batches:
+                key = (tuple(layer[:7]), _fit_batch(layer, batch))
+                if key not in have:
+                    have.add(key)
+                    q.append((net, layer, key[1], "f16"))
+        queues.append(q)
+    return _round_robin(queues)
+
+
 # Batches the selector's training set adds for the layers whose rows a pointer kernel
 # cannot prove 16-aligned (tuning/unaligned-1x1-batches.lines): there the choice between a
 # pointer and a descriptor kernel is the model's worst (docs/config-selection.md).
@@ -293,21 +311,26 @@ UNALIGNED_EXTRA_BATCHES = (32, 256)
 
 
 def unaligned_1x1_set() -> list[tuple]:
-    """(network, layer, batch, type) of every ungrouped 1x1 layer with a channel count 16
-    does not divide, at each of UNALIGNED_EXTRA_BATCHES (halved as _fit_batch does) where
-    selector_set does not have it at that batch; round-robin over the networks."""
-    have = {(tuple(layer[:7]), batch) for _, layer, batch, _ in selector_set()}
-    queues = []
-    for net, layers in NETWORKS.items():
-        q = []
-        for layer in layers:
-            c, k, _, f, _, _, g = layer[:7]
-            if f != 1 or g != 1 or not (c % 16 or k % 16):
-                continue
-            for batch in UNALIGNED_EXTRA_BATCHES:
-                key = (tuple(layer[:7]), _fit_batch(layer, batch))
-                if key not in have:
-                    have.add(key)
-                    q.append((net, layer, key[1], "f16"))
-        queues.append(q)
-    return _round_robin(queues)
+    """Every ungrouped 1x1 layer with a channel count 16 does not divide, at each of
+    UNALIGNED_EXTRA_BATCHES (extra_batches_set)."""
+    def unaligned_1x1(layer) -> bool:
+        c, k, _, f, _, _, g = layer[:7]
+        return f == 1 and g == 1 and bool(c % 16 or k % 16)
+    return extra_batches_set(unaligned_1x1, UNALIGNED_EXTRA_BATCHES)
+
+
+# Batches added for bwd_weight of the wide 3x3 layers (tuning/wide-3x3-bwd-weight.lines):
+# there the stream-K configs are the selector's lowest picks, and their worth is not
+# monotone in the batch (512->512 on 7x7: 0.90 of the best at batch 1, 0.63 at 32, 0.99
+# at 256), so the batches between the set's are the data it lacks.
+WIDE_3X3_CHANNELS = 256
+WIDE_3X3_BATCHES = (8, 64)
+
+
+def wide_3x3_set() -> list[tuple]:
+    """Every ungrouped 3x3 layer of at least WIDE_3X3_CHANNELS input and output channels,
+    at each of WIDE_3X3_BATCHES (extra_batches_set)."""
+    def wide_3x3(layer) -> bool:
+        c, k, _, f, _, _, g = layer[:7]
+        return f == 3 and g == 1 and min(c, k) >= WIDE_3X3_CHANNELS
+    return extra_batches_set(wide_3x3, WIDE_3X3_BATCHES)
