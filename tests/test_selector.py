@@ -283,6 +283,8 @@ def test_evaluation_over_shuffled_folds_averages_each_assignments_numbers(proble
         effs = [[r["selector"] for r in run if name == "overall" or name in r["families"]] for run in runs]
         for k, of in (("mean", lambda e: sum(e) / len(e)), ("min", min)):
             assert shuffled["families"][name][k] == pytest.approx(sum(of(e) for e in effs) / 3)
+            assert [one[name][k] for one in shuffled["each"]] == pytest.approx([of(e) for e in effs])
+    assert shuffled["each"][0] == {name: result["families"][name]["selector"] for name in result["families"]}
     # another assignment judges the problems by other models: some pick differs
     picks = [{r["problem"]: r["chosen"] for r in run} for run in runs]
     assert picks[0].keys() == picks[1].keys() and picks[0] != picks[1]

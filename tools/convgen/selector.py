@@ -909,18 +909,25 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
     if shuffles:
         runs = [per_problem] + [_cross_validate(problems, folds, trees, True, group, seed)[0]
                                 for seed in range(1, shuffles + 1)]
+        each = [{name: _selector_summary(rows, name) for name in names} for rows in runs]
         out["shuffled"] = {"assignments": len(runs), "seeds": list(range(1, shuffles + 1)),
-                           "families": {name: _mean_summary(runs, name) for name in names}}
+                           "families": {name: _mean_summary([one[name] for one in each])
+                                        for name in names},
+                           "each": each}
     out["prediction_error"] = _prediction_error(per_problem)
     out["per_problem"] = per_problem
     return out
 
 
-def _mean_summary(runs: list[list[dict]], family: str) -> dict:
-    """The selector's mean, P10 and min in a family, each averaged over the runs (one per
-    assignment of groups to folds)."""
-    summaries = [_summary([r["selector"] for r in rows if r["selector"] is not None
-                           and (family == "overall" or family in r["families"])]) for rows in runs]
+def _selector_summary(per_problem: list[dict], family: str) -> dict:
+    """The selector's mean, P10 and min in a family (or "overall") of one cross-validation."""
+    return _summary([r["selector"] for r in per_problem if r["selector"] is not None
+                     and (family == "overall" or family in r["families"])])
+
+
+def _mean_summary(summaries: list[dict]) -> dict:
+    """Mean, P10 and min, each averaged over the summaries (one per assignment of groups
+    to folds)."""
     return {"count": summaries[0]["count"],
             **{k: sum(s[k] for s in summaries) / len(summaries) for k in ("mean", "p10", "min")}}
 
