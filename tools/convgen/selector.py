@@ -9,7 +9,7 @@ more than one regression learnt: on 544 problems one for all reached 85.2% mean 
 P10 of the oracle, one per direction 88.8% / 63.9%); beside them one ranking model over
 the same features, trained on every problem's configs in order of speed, which picks (it
 picked better than the regression: RANK_PARAMS; one for the three directions, which
-share tiles, picked better than one each: RANK_TREES); evaluated with folds grouped by
+share tiles, picked better than one each: rank_trees); evaluated with folds grouped by
 problem shape (or by layer: a layer at every batch), so no shape is ever both learnt and
 judged.
 
@@ -76,8 +76,9 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 # The ranking model of every direction (225 trees, rank_trees) needs 30 trees to keep what
 # it would pick: six shufflings of 1095 problems, 98.25% / 94.57% with 30 before the 16,
 # 98.18% / 94.35% with 15, 98.27% / 94.62% with the whole model on every candidate. On the
-# CPU machine the whole model's call over 16 rows takes ~30 us a 75 trees, and validating
-# only what the order reaches gives some of it back (4 validations a pick before, ~1 now).
+# CPU machine the whole model's call over 16 rows takes ~80 us with the model in cache (~30
+# us for 75 trees), and validating only what the order reaches gives some of it back (4
+# validations a pick before, ~1 now).
 PREFILTER_TREES = 30
 PREFILTER_KEEP = 16
 WARM_TREES = 40   # added on top of a warm start's trees
@@ -489,7 +490,8 @@ def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None
     """{"rank": booster, "speed": {direction: booster}}: LightGBM fitted on every (problem,
     config) row, one ranking of each problem's configs for every direction (RANK_PARAMS,
     rank_trees(trees) trees) and a regression on log1p(TFLOPS) per direction; a warm start
-    continues the trees it has (the speed models of directions with new rows)."""
+    continues its ranking model, and the speed models of the directions with new rows."""
+    import numpy as np
     lgb = _lightgbm()
     if lgb is None:
         raise ConvgenError("training a selector needs the lightgbm package (pip install "
@@ -504,26 +506,26 @@ def train(problems: list[Problem], trees: int = TREES, warm_start: "Model | None
         return lgb.train(params, data, num_boost_round=rounds, init_model=init,
                          keep_training_booster=False)
     old = warm_start.texts if warm_start else {"rank": None, "speed": {}}
-    x, _, relevance, groups = _matrix(problems)
+    x, y, relevance, groups = _matrix(problems)
+    # the ranking learns every direction's problems, each problem still one query
     boosters = {"rank": fit(RANK_PARAMS, x, relevance, groups,
                             rank_trees(WARM_TREES if old["rank"] else trees), old["rank"]),
                 "speed": {}}
+    row_direction = np.repeat([p.problem.direction.name for p in problems], groups)
     for direction in DIRECTIONS:
-        mine = [p for p in problems if p.problem.direction.name == direction]
+        mine = row_direction == direction
         before = old["speed"].get(direction)
-        if not mine:
-            if before:   # no new data for it: the warm start's model stays as it was
-                boosters["speed"][direction] = lgb.Booster(model_str=before)
-            continue
-        x, y, _, _ = _matrix(mine)
-        boosters["speed"][direction] = fit(TRAIN_PARAMS, x, y, None,
-                                           WARM_TREES if before else trees, before)
+        if mine.any():
+            boosters["speed"][direction] = fit(TRAIN_PARAMS, x[mine], y[mine], None,
+                                               WARM_TREES if before else trees, before)
+        elif before:   # no new data for it: the warm start's model stays as it was
+            boosters["speed"][direction] = lgb.Booster(model_str=before)
     return boosters
 
 
 def rank_trees(trees: int) -> int:
     """The ranking model's trees: `trees` for each direction it ranks (225 for 75), as many
-    as the three models of one direction each had in all. One ranking for the three
+    as the three per-direction ranking models it replaced had together. One ranking for the three
     directions learns from all 1095 problems where each had a third: six shufflings of the
     shapes into 5 folds, mean / P10 of the oracle 98.25% / 94.57% against 97.98% / 93.98%
     for one model of 75 trees per direction and 98.14% / 94.12% for one of 225 per
