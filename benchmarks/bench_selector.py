@@ -2,6 +2,10 @@
 picked configs checked against the reference.
 
     python benchmarks/bench_selector.py [--json out.json]
+    python benchmarks/bench_selector.py --arch sm90 --device "NVIDIA H100 80GB HBM3" [--json ...]
+
+The second form needs no GPU: it times 1 and 2 on this machine's CPU as a run on that
+device would choose (the selection is CPU work), and skips 3.
 
 1. Loading: `selector.load` of tuning/models/<arch>.json in this process (torch already
    imported, as in a convgen run).
@@ -43,6 +47,18 @@ def _problem(layer, batch, direction):
                         pad=(pad,) * 4, layouts=LAYOUTS)
 
 
+def _cpu_backend(arch: str, device: str):
+    """A Backend for `arch` whose device name is `device`, on a machine without it: the
+    selection asks nothing else of the device."""
+    from convgen.backend import Backend
+
+    class Named(Backend):
+        def device_name(self) -> str:
+            return device
+    hip = arch.startswith("gfx")
+    return Named("hip" if hip else "cuda", arch, 64 if hip else 32)
+
+
 def _stages(problems, be, path) -> dict:
     """selector.choose's steps timed one by one (the same calls, in its order): the tuning
     space built, every candidate's features, the pick (the ranking model's trees, and
@@ -68,8 +84,12 @@ def _stages(problems, be, path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json")
+    ap.add_argument("--arch", help="time the selection for this arch on the CPU (with --device)")
+    ap.add_argument("--device", help="the device name the features see (with --arch)")
     args = ap.parse_args()
-    be = current()
+    if bool(args.arch) != bool(args.device):
+        sys.exit("bench_selector: --arch and --device go together")
+    be = current() if not args.arch else _cpu_backend(args.arch, args.device)
     path = selector.resolve("", be.arch)
     if path is None:
         sys.exit(f"bench_selector: no model for {be.arch} in {selector.MODELS_DIR}")
@@ -98,7 +118,7 @@ def main() -> int:
     print("where choose's time goes (mean ms per problem the model picks for): "
           + ", ".join(f"{k} {v:.3f}" for k, v in stages.items()), flush=True)
     checks = []
-    for net, index, batch, direction in CHECKED:
+    for net, index, batch, direction in ([] if args.arch else CHECKED):
         layer = models.NETWORKS[net][index]
         argv = ["--operation", {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
                                 "bwd_weight": "conv2d_bwd_weight"}[direction], "-t", "f16",
@@ -120,7 +140,7 @@ def main() -> int:
                                       "choose_ms_max": 1e3 * max(times), "problems": len(times),
                                       "stages_ms": stages,
                                       "picked_by_model": picked, "checks": checks,
-                                      "command": "python benchmarks/bench_selector.py"})
+                                      "command": " ".join(["python", *sys.argv])})
     return 0
 
 

@@ -769,3 +769,22 @@ def test_with_both_paths_wrong_every_run_names_the_database(tmp_path, run):
     p = _convgen(*run, *SMALL, "-tuning_db", bad_db, "-selector", bad_model)
     assert p.returncode == 2 and p.stderr.startswith("convgen: error: -tuning_db"), p.stderr
     assert p.stderr.count("\n") == 1 and bad_db in p.stderr
+
+
+def test_the_selection_bench_times_a_device_it_is_not_on(tmp_path):
+    """benchmarks/bench_selector.py --arch/--device: the shipped model's selection timed on
+    this CPU as for that device (the picks are the model's, not the rule's), no GPU run."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "bench_selector.py")
+    out = tmp_path / "bench.json"
+    p = subprocess.run([sys.executable, bench, "--arch", "sm90", "--device", H100["device"],
+                        "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["device"] == "sm90" and doc["checks"] == [] and "--arch sm90" in doc["command"]
+    # the network layers at three batches in three directions; the model picks for all but
+    # the families its file leaves to the rule
+    assert doc["problems"] > 1000 and 0 < doc["picked_by_model"] <= doc["problems"]
+    assert doc["choose_ms_median"] > 0 and set(doc["stages_ms"]) == {"space", "features", "pick"}
+    p = subprocess.run([sys.executable, bench, "--arch", "sm90"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode != 0 and "--arch and --device go together" in p.stderr
