@@ -48,15 +48,15 @@ def _problem(layer, batch, direction):
 
 
 def _cpu_backend(arch: str, device: str):
-    """A Backend for `arch` whose device name is `device`, on a machine without it: the
-    selection asks nothing else of the device."""
-    from convgen.backend import Backend
+    """The Backend the selector's own evaluation uses for `arch` (selector._backend_for),
+    answering `device` for its name, on a machine without it: the selection asks nothing
+    else of the device."""
+    from dataclasses import astuple
 
-    class Named(Backend):
+    class Named(type(selector._backend_for(arch))):
         def device_name(self) -> str:
             return device
-    hip = arch.startswith("gfx")
-    return Named("hip" if hip else "cuda", arch, 64 if hip else 32)
+    return Named(*astuple(selector._backend_for(arch)))
 
 
 def _stages(problems, be, path) -> dict:
