@@ -287,6 +287,25 @@ def test_stream_k_in_the_space_where_chains_are_short():
         assert not any(c.streamk for c in config.space(_problem(direction, **CASES["3x3"]), SM90))
 
 
+def test_the_space_leaves_out_phased_configs_over_the_shared_memory_limit():
+    """bwd_weight's descriptor kernel with one input view per phase (3x3 stride 2 on 35x35,
+    InceptionV3): 3 stages of 128-pixel boxes on 64x128 and 128x128 tiles failed on the
+    H100 asking for 262,240 and 327,776 bytes (tuning database); phased_shared gives those
+    numbers, and the space keeps the phased configs under the limit and every config where
+    the input is one view."""
+    odd = _problem("bwd_weight", n=8, c_total=128, k_total=128, hi=35, wi=35, y=3, x=3, stride=(2, 2))
+    assert not config.phase_view(odd) and not config.strided_view(odd)
+    assert config.phased_shared(odd, 64, 128, 128, 3) == 262240
+    assert config.phased_shared(odd, 128, 128, 128, 3) == 327776
+    tiles = {(c.block_m, c.block_n, c.block_k) for c in config.space(odd, SM90) if c.tma}
+    assert (128, 64, 128) in tiles and (128, 128, 64) in tiles
+    assert (64, 128, 128) not in tiles and (128, 128, 128) not in tiles
+    even = _problem("bwd_weight", n=8, c_total=128, k_total=128, hi=36, wi=36, y=3, x=3, stride=(2, 2),
+                    pad=(1, 1, 1, 1))
+    assert config.phase_view(even)
+    assert (128, 128, 128) in {(c.block_m, c.block_n, c.block_k) for c in config.space(even, SM90) if c.tma}
+
+
 @pytest.mark.parametrize("change,reason", [
     (dict(direction="bwd_weight", split=2), "split=2: stream-K shares"),
     (dict(direction="bwd_weight", stride=(2, 2), hi=9),

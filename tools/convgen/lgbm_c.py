@@ -82,10 +82,10 @@ class Booster:
             _LIB.LGBM_BoosterFree(self._handle)
             self._handle = None
 
-    def predict(self, rows, trees: int = -1):
+    def predict(self, rows, trees: int = -1, start: int = 0):
         """The raw score of each row of a (rows x features) float64 array: what
-        lightgbm.Booster.predict returns for a regression model (of its first `trees`
-        trees; -1: all)."""
+        lightgbm.Booster.predict returns for a regression model (of `trees` trees from
+        tree `start` on; -1: all that follow)."""
         import numpy as np
         x = np.ascontiguousarray(rows, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.num_features:
@@ -95,7 +95,7 @@ class Booster:
         _check(_lib().LGBM_BoosterPredictForMat(
             self._handle, x.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(_DTYPE_FLOAT64),
             ctypes.c_int32(x.shape[0]), ctypes.c_int32(x.shape[1]), ctypes.c_int(1),
-            ctypes.c_int(_PREDICT_NORMAL), ctypes.c_int(0), ctypes.c_int(trees),
+            ctypes.c_int(_PREDICT_NORMAL), ctypes.c_int(start), ctypes.c_int(trees),
             b"num_threads=1", ctypes.byref(length), out.ctypes.data_as(ctypes.POINTER(ctypes.c_double))))
         if length.value != x.shape[0]:
             raise LightGBMError(f"{length.value} predictions for {x.shape[0]} rows")

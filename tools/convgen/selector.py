@@ -641,15 +641,19 @@ class Model:
         import numpy as np
         booster = self.booster(direction)
         if len(x) > PREFILTER_KEEP:
-            kept = np.argsort(-booster.predict(x, PREFILTER_TREES), kind="stable")
+            first = booster.predict(x, PREFILTER_TREES)
+            kept = np.argsort(-first, kind="stable")
             kept, rest = kept[:PREFILTER_KEEP], kept[PREFILTER_KEEP:]
         else:
-            kept, rest = np.arange(len(x)), np.arange(0)
+            first, kept, rest = np.zeros(len(x)), np.arange(len(x)), np.arange(0)
+        start = PREFILTER_TREES if len(x) > PREFILTER_KEEP else 0
         best = None
         for group in (kept, rest):
             if not len(group):
                 continue
-            ranked = group[np.argsort(-booster.predict(x[group]), kind="stable")]
+            # the whole model's score: the prefilter's trees' sum and the trees after them
+            score = first[group] + booster.predict(x[group], start=start)
+            ranked = group[np.argsort(-score, kind="stable")]
             best = next((int(i) for i in ranked if accept is None or accept(int(i))), None)
             if best is not None:
                 break
@@ -861,7 +865,13 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
             t0 = time.perf_counter()
             if prob.problem.direction.name in model.directions:
-                allowed = short_chains(prob.problem, prob.configs)
+                # the measured configs a run ranks: those of today's tuning space (not the
+                # ones it dropped, such as configs that need more shared memory than a GPU
+                # has), of short chains where any is
+                space = {c.describe() for c in kconfig.space(prob.problem, backend)}
+                ranked = [i for i, t in enumerate(texts) if t in space] or list(range(len(texts)))
+                allowed = [ranked[i] for i in
+                           short_chains(prob.problem, [prob.configs[i] for i in ranked])]
                 best, predicted = model.pick(prob.problem, [prob.configs[i] for i in allowed],
                                              prob.device)
                 chosen = allowed[best]

@@ -195,6 +195,22 @@ def phase_view(p) -> bool:
             and p.layouts["input"].replace("g", "").endswith("wc"))
 
 
+# The shared memory one program may take on an H100 (bytes), the most of the GPUs served
+# (an MI300's LDS holds 64 KB): a config over it runs nowhere.
+MAX_SHARED = 232448
+
+
+def phased_shared(p, bm: int, bn: int, box: int, stages: int) -> int:
+    """Shared memory (bytes) of bwd_weight's descriptor kernel where it takes the input as one
+    view per phase (a stride, input rows or columns not multiples of it: neither
+    strided_view nor phase_view). Its four phase loops keep more than one box of input
+    alive a stage; Triton 3.6's count on the H100, 262,240 B for 64x128 tiles and 327,776
+    for 128x128 (3 stages of 128-pixel boxes, f16 and bf16), is this formula's, and every
+    other phased config of the tuning database (4-stage 64-pixel boxes, 128x64) fits under
+    MAX_SHARED as it says."""
+    return (stages * (bm + 2 * bn) * box + bm * bn) * p.dtype.bits // 8 + 96
+
+
 def phase_fwd(p) -> bool:
     """A strided fwd on the descriptor kernels reads one phase view per tap
     (tma._phase_descriptor), whose channel blocks must divide C."""
@@ -633,11 +649,16 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
     if problem.direction.splits_reduction:
         # the largest tile kept along the filter gradient's K and C
         k_cap, c_cap = max(64, _next_pow2(problem.k)), max(64, _next_pow2(problem.c))
+        phased = (problem.stride_h, problem.stride_w) != (1, 1) and not (
+            strided_view(problem) or phase_view(problem))
         for bm, bn in ((64, 64), (128, 64), (64, 128), (128, 128)):
             if bm > k_cap or bn > c_cap:
                 continue
             bn = _narrow(problem.c, bn)
             for box in (64, 128):
+                stages = 4 if box == 64 else 3
+                if phased and phased_shared(problem, bm, bn, box, stages) > MAX_SHARED:
+                    continue
                 auto = _tma_split(problem, bm, bn, box)
                 # four times the rule's parts too: where a few tiles fill most of a wave
                 # (3x3 512->512 on 7x7 images: 144 tiles, 132 SMs) the rule's 2 parts leave
@@ -646,7 +667,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
                                      min(MAX_SPLIT, auto * 4)}):
                     for warps in (4, 8):
                         out.append(_vary(base, block_m=bm, block_n=bn, block_k=box, num_warps=warps,
-                                         num_stages=4 if box == 64 else 3, split=split, tma=1))
+                                         num_stages=stages, split=split, tma=1))
         if streamk_fits(problem) and problem.gemm[2] <= MAX_CHAIN:
             # stream-K where a few tiles leave a wave part empty (3x3 512->512 on 7x7 images:
             # 144 tiles on 132 SMs) and every part is a short chain; 3 stages of 128x128x64
