@@ -162,6 +162,39 @@ def test_fill_features_measure_the_partial_tiles():
     assert f["programs"] == 2 and f["wave_fill"] == pytest.approx(2 / 132)
 
 
+@pytest.mark.parametrize("n,hw,units", [(32, 7, 132), (8, 13, 132), (3, 11, 7), (256, 14, 114)])
+def test_stream_k_and_tail_partials_count_the_pieces_their_kernels_share(n, hw, units):
+    """extra_mb of a stream-K config counts one fp32 partial tile, written and read back,
+    per program boundary inside a tile (counted here by walking the programs' runs of
+    steps, as tma's kernel cuts them); of a tail config, each leftover tile's parts past
+    its first."""
+    from convgen import dtypes
+    from convgen.kernels import tma
+    from convgen.problem import make_problem
+    lay = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
+    p = make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=n, g=1, c_total=512,
+                     k_total=320, hi=hw, wi=hw, y=3, x=3, pad=(1, 1, 1, 1), layouts=lay)
+    be = SM90
+    checked = 0
+    for cfg in (c for c in kconfig.space(p, be) if c.streamk):
+        programs, per, tiles, tile_steps = tma.streamk_steps(p, cfg, units)
+        work = tiles * tile_steps
+        inside = sum(1 for i in range(1, programs) if i * per < work and i * per % tile_steps)
+        assert selector.streamk_partials(p, cfg, units) == (programs, inside)
+        checked += 1
+    assert checked
+    fwd = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=n, g=1, c_total=512,
+                       k_total=512, hi=hw, wi=hw, y=3, x=3, pad=(1, 1, 1, 1), layouts=lay)
+    dev = selector.Device("sm90", H100["device"])
+    tails = [c for c in kconfig.space(fwd, be) if c.tail]
+    assert tails
+    for cfg in tails:
+        f = dict(zip(selector.FEATURE_NAMES, selector.features(fwd, cfg, dev)))
+        tiles = f["tiles_m"] * f["tiles_n"]
+        left = tiles % 132
+        assert f["extra_mb"] == pytest.approx(2 * 4 * cfg.block_m * cfg.block_n * left * (cfg.tail - 1) / 1e6)
+
+
 def test_split_and_folded_configs_features_follow_their_kernels():
     """Features of a split bwd_weight config and of a folded (s2d) fwd config against the
     formulas written out with math.ceil: the reduction steps of one part, the parts the

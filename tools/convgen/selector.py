@@ -155,8 +155,9 @@ FEATURES = (
               "the reduction's length or its boxes of pixels); 1 elsewhere"),
     ("launches", "kernel launches per convolution: the conv kernel, the split parts' sum, "
                  "the stride fold's copies"),
-    ("extra_mb", "MB that the launches other than the conv kernel read and write (the fold's "
-                 "copies, the fp32 partial sums of the split)"),
+    ("extra_mb", "MB read and written besides the conv's own tensors: by the launches other "
+                 "than the conv kernel (the fold's copies, the fp32 partial sums of the split), "
+                 "and by stream-K's and tail's fp32 partial tiles (streamk_partials)"),
     ("log_flops_per_launch", "log2(useful flops / launches): small where a launch's fixed "
                              "cost (microseconds) outweighs its work"),
     # the device
@@ -242,6 +243,17 @@ class _KernelFacts:
         return self._parts[key]
 
 
+def streamk_partials(q, cfg, units: int) -> tuple[int, int]:
+    """(programs, pieces summed through fp32 partial tiles) of bwd_weight's stream-K launch
+    (tma.streamk_steps): every program boundary inside a tile cuts one more piece, which
+    is written to the workspace and read back (tma._streamk_share). H100, 3x3 512->512 at
+    7x7, batch 32, 256x128 tiles: 108 pieces, 28 MB, where the problem's tensors hold 8."""
+    from convgen.kernels.tma import streamk_steps
+    programs, per, _, tile_steps = streamk_steps(q, cfg, units)
+    # the boundaries i * per (0 < i < programs) that fall on a tile's edge cut nothing
+    return programs, programs - 1 - (programs - 1) // (tile_steps // math.gcd(per, tile_steps))
+
+
 def unaligned_strides(q) -> bool:
     """Whether a stride of q's dense tensors is not a multiple of 16 elements. Triton
     specializes an integer argument on that divisibility; without it a pointer kernel cannot
@@ -277,15 +289,16 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     work = tiles_m * tiles_n * split * q.g     # tiles, each a program unless persistent
     units = f.units
     programs = min(work, units) if cfg.persistent else work
+    partial = 0   # tiles of fp32 partials a launch writes and reads back
     if cfg.streamk:
-        from convgen.kernels.tma import streamk_steps
-        programs = streamk_steps(q, cfg, units)[0]
+        programs, partial = streamk_partials(q, cfg, units)
     waves = work / units
     # stream-K gives every program an equal share: no last wave part empty
     wave_fill = 1.0 if cfg.streamk else work / (math.ceil(waves) * units)
     if cfg.tail:
         from convgen.kernels.tma import tail_programs
         programs, full = tail_programs(cfg, work, units)
+        partial = programs - work   # each leftover tile's parts past its first
         # the leftover tiles' parts take 1/tail of a wave each
         wave_fill = waves / (full / units + math.ceil((programs - full) / units) / cfg.tail)
     fill_m, fill_n, fill_k = m / (tiles_m * bm), n_extent / (blocks_n * bn), walk / (tiles_k * bk)
@@ -297,6 +310,7 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
         log_per_launch = math.log2(f.flops / (1 + launches))
     else:
         launches, extra, log_per_launch = 0, 0.0, f.log_flops
+    extra += 2 * 4 * bm * bn * partial
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0,
             scalar, (bm + bn) * bk / (1 if scalar else 16 / elem) / (32 * cfg.num_warps), tiles_m,
