@@ -342,6 +342,27 @@ def test_folds_by_layer_hold_out_a_layer_at_every_batch(problems):
     assert all(judged_in[prob.problem.describe()] == f for prob, f in zip(problems, folds))
 
 
+def test_cross_validation_picks_only_what_a_run_could_pick(problems):
+    """A measured config that today's tuning space no longer holds (a run never ranks it:
+    kernels/config.space dropped it) is no pick in cross-validation either, though it is
+    every problem's fastest and the model learnt to like it; it still sets the oracle."""
+    import dataclasses
+    be = selector._backend_for("sm90")
+    extra, dropped = [], {}
+    for prob in problems:
+        odd = kconfig.choose(prob.problem, be, True, {"block_m": 64, "block_n": 64, "block_k": 32,
+                                                       "num_stages": 5, "tma": None})
+        assert odd.describe() not in {c.describe() for c in kconfig.space(prob.problem, be)}
+        dropped[prob.problem.describe()] = odd.describe()
+        extra.append(dataclasses.replace(prob, configs=[*prob.configs, odd],
+                                         tflops=[*prob.tflops, 2 * prob.best]))
+    result = selector.evaluate(extra, folds=3, trees=20)
+    assert result["per_problem"]
+    for row in result["per_problem"]:
+        assert row["chosen"] != dropped[row["problem"]]
+        assert row["model"] <= 0.5
+
+
 def test_evaluation_reports_efficiency_against_the_oracle(problems):
     import numpy as np
     result = selector.evaluate(problems, folds=5, trees=TREES)

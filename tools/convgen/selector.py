@@ -877,13 +877,13 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             rule = kconfig.default_config(prob.problem, backend, True).describe()
             texts = [c.describe() for c in prob.configs]
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
+            # the measured configs a run ranks: those of today's tuning space (not the ones
+            # it dropped, such as configs that need more shared memory than a GPU has)
+            space = {c.describe() for c in kconfig.space(prob.problem, backend)}
+            ranked = [i for i, t in enumerate(texts) if t in space] or list(range(len(texts)))
             t0 = time.perf_counter()
             if prob.problem.direction.name in model.directions:
-                # the measured configs a run ranks: those of today's tuning space (not the
-                # ones it dropped, such as configs that need more shared memory than a GPU
-                # has), of short chains where any is
-                space = {c.describe() for c in kconfig.space(prob.problem, backend)}
-                ranked = [i for i, t in enumerate(texts) if t in space] or list(range(len(texts)))
+                # of short chains where any is (as a run's pick_runnable)
                 allowed = [ranked[i] for i in
                            short_chains(prob.problem, [prob.configs[i] for i in ranked])]
                 best, predicted = model.pick(prob.problem, [prob.configs[i] for i in allowed],
