@@ -203,11 +203,11 @@ MAX_SHARED = 232448
 def phased_shared(p, bm: int, bn: int, box: int, stages: int) -> int:
     """Shared memory (bytes) of bwd_weight's descriptor kernel where it takes the input as one
     view per phase (a stride, input rows or columns not multiples of it: neither
-    strided_view nor phase_view). Its four phase loops keep more than one box of input
-    alive a stage; Triton 3.6's count on the H100, 262,240 B for 64x128 tiles and 327,776
-    for 128x128 (3 stages of 128-pixel boxes, f16 and bf16), is this formula's, and every
-    other phased config of the tuning database (4-stage 64-pixel boxes, 128x64) fits under
-    MAX_SHARED as it says."""
+    strided_view nor phase_view; tma.py's four phase loops). Fitted, not derived: two input
+    boxes a stage, the A box, the tile once, 96 bytes. It gives Triton 3.6's counts on the
+    H100 for 3 stages of 128-pixel boxes, 262,240 B on 64x128 tiles and 327,776 on
+    128x128 (f16 and bf16), and puts every other phased config of the tuning database
+    (4-stage 64-pixel boxes, 128x64 tiles), all of which ran, under MAX_SHARED."""
     return (stages * (bm + 2 * bn) * box + bm * bn) * p.dtype.bits // 8 + 96
 
 
