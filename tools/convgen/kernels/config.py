@@ -180,8 +180,14 @@ def streamk_fits(p) -> bool:
     (stride 1, a strided view or the phase view). fwd had one: on the H100 it was never the
     fastest (3x3 512->512 7x7: 0.122 against 0.120 ms) and one 128x256 config gave wrong
     results there (docs/conv-benchmark.md)."""
-    return p.direction.name == "bwd_weight" and (
-        (p.stride_h, p.stride_w) == (1, 1) or strided_view(p) or phase_view(p))
+    return p.direction.name == "bwd_weight" and not views_per_phase(p)
+
+
+def views_per_phase(p) -> bool:
+    """bwd_weight's descriptor kernels take the input as one view per phase: a stride
+    other than a strided 1x1 view, with input rows or columns not multiples of it (not
+    phase_view)."""
+    return (p.stride_h, p.stride_w) != (1, 1) and not (strided_view(p) or phase_view(p))
 
 
 def phase_view(p) -> bool:
@@ -202,8 +208,7 @@ MAX_SHARED = 232448
 
 def phased_shared(p, bm: int, bn: int, box: int, stages: int) -> int:
     """Shared memory (bytes) of bwd_weight's descriptor kernel where it takes the input as one
-    view per phase (a stride, input rows or columns not multiples of it: neither
-    strided_view nor phase_view; tma.py's four phase loops). Fitted, not derived: two input
+    view per phase (views_per_phase; tma.py's four phase loops). Fitted, not derived: two input
     boxes a stage, the A box, the tile once, 96 bytes. It gives Triton 3.6's counts on the
     H100 for 3 stages of 128-pixel boxes, 262,240 B on 64x128 tiles and 327,776 on
     128x128 (f16 and bf16), and puts every other phased config of the tuning database
@@ -649,8 +654,7 @@ def _tma_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
     if problem.direction.splits_reduction:
         # the largest tile kept along the filter gradient's K and C
         k_cap, c_cap = max(64, _next_pow2(problem.k)), max(64, _next_pow2(problem.c))
-        phased = (problem.stride_h, problem.stride_w) != (1, 1) and not (
-            strided_view(problem) or phase_view(problem))
+        phased = views_per_phase(problem)
         for bm, bn in ((64, 64), (128, 64), (64, 128), (128, 128)):
             if bm > k_cap or bn > c_cap:
                 continue
