@@ -387,6 +387,17 @@ class Problem:
         """The shape less its batch: a network layer at any batch."""
         return self.shape[SHAPE_COLUMNS.index("n") + 1:]
 
+    @functools.cached_property
+    def rankable(self) -> list[int]:
+        """The configs (indices) a run would rank: those today's tuning space holds (not
+        the ones it has dropped since, such as configs that need more shared memory than a
+        GPU has; those still set the best), or all where it holds none. Worked out once:
+        every cross-validation asks it of every problem it holds out."""
+        from convgen.kernels import config as kconfig
+        space = {c.describe() for c in kconfig.space(self.problem, _backend_for(self.device.arch))}
+        return ([i for i, c in enumerate(self.configs) if c.describe() in space]
+                or list(range(len(self.configs))))
+
 
 # What a cross-validation fold holds out whole: a shape (a layer at one batch), or a layer
 # at every batch it was measured at (the harder test: a layer never seen at any batch).
@@ -655,12 +666,12 @@ class Model:
         import numpy as np
         booster = self.booster(direction)
         if len(x) > PREFILTER_KEEP:
-            first = booster.predict(x, PREFILTER_TREES)
+            start = PREFILTER_TREES
+            first = booster.predict(x, start)
             kept = np.argsort(-first, kind="stable")
             kept, rest = kept[:PREFILTER_KEEP], kept[PREFILTER_KEEP:]
         else:
-            first, kept, rest = np.zeros(len(x)), np.arange(len(x)), np.arange(0)
-        start = PREFILTER_TREES if len(x) > PREFILTER_KEEP else 0
+            start, first, kept, rest = 0, np.zeros(len(x)), np.arange(len(x)), np.arange(0)
         best = None
         for group in (kept, rest):
             if not len(group):
@@ -877,10 +888,7 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             rule = kconfig.default_config(prob.problem, backend, True).describe()
             texts = [c.describe() for c in prob.configs]
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
-            # the measured configs a run ranks: those of today's tuning space (not the ones
-            # it dropped, such as configs that need more shared memory than a GPU has)
-            space = {c.describe() for c in kconfig.space(prob.problem, backend)}
-            ranked = [i for i, t in enumerate(texts) if t in space] or list(range(len(texts)))
+            ranked = prob.rankable   # outside the timing: a run builds its space anyway
             t0 = time.perf_counter()
             if prob.problem.direction.name in model.directions:
                 # of short chains where any is (as a run's pick_runnable)
