@@ -292,3 +292,22 @@ def test_the_shipped_database_is_keyed_on_todays_kernels():
             assert rows.get(digest, 0) > sum(rows.values()) / 2, (name, rows)
     finally:
         con.close()
+
+
+def test_the_shipped_database_stores_each_row_once(tmp_path):
+    # a rowid table keeps its 21 key columns twice (the rows and the key's index): the
+    # shipped file would be twice its size, past what travels to the GPU machine. Both a new
+    # file and the shipped one hold their rows in the key's b-tree (WITHOUT ROWID)
+    from convgen.tuning_db import TuningDB
+    shipped = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "tuning", "tuning.sqlite")
+    fresh = str(tmp_path / "fresh.sqlite")
+    TuningDB(fresh).close()
+    for path in (shipped, fresh):
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            ddl = dict(con.execute("select name, sql from sqlite_master where type = 'table'"))
+        finally:
+            con.close()
+        for table in ("measurements", "best"):
+            assert ddl[table].rstrip().endswith("WITHOUT ROWID"), (path, table)
