@@ -255,3 +255,32 @@ def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines
         p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
         got.append(((p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g), p.n, p.direction.name))
     assert sorted(got) == sorted(want)
+
+
+def test_neighbour_batches_add_half_and_twice_a_weak_batch_that_no_list_holds():
+    from convgen import models
+    stem = models.RESNET50[0]  # the set has it at batch 1, 32 and 256
+    got = models.neighbour_batches_set([(stem, "fwd", 32), (stem, "fwd", 32), (stem, "bwd_data", 256),
+                                        (stem, "fwd", 1)])
+    # 32 -> 16 and 64; a repeat adds nothing; 256 -> 128 (512 is kept to 256, held);
+    # 1 -> 1 (held) and 2
+    assert got == [("resnet50", tuple(stem), 16, "fwd"), ("resnet50", tuple(stem), 64, "fwd"),
+                   ("resnet50", tuple(stem), 128, "bwd_data"), ("resnet50", tuple(stem), 2, "fwd")]
+
+
+def test_the_weak_picks_list_holds_only_problems_no_other_list_has():
+    import pathlib
+    import shlex
+    from convgen import models
+    have = {(tuple(layer[:7]), batch)
+            for _, layer, batch, _ in models.selector_set() + models.unaligned_1x1_set()
+            + models.wide_3x3_set()}
+    path = pathlib.Path(__file__).parent.parent / "tuning" / "weak-picks.lines"
+    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    seen = set()
+    for ln in lines:
+        p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
+        layer = (p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g)
+        assert (layer, p.n) not in have, ln
+        seen.add((layer, p.n, p.direction.name))
+    assert len(seen) == len(lines) > 0

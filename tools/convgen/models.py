@@ -334,3 +334,28 @@ def wide_3x3_set() -> list[tuple]:
         c, k, _, f, _, _, g = layer[:7]
         return f == 3 and g == 1 and min(c, k) >= WIDE_3X3_CHANNELS
     return extra_batches_set(wide_3x3, WIDE_3X3_BATCHES)
+
+
+def neighbour_batches_set(weak) -> list[tuple]:
+    """(network, layer, batch, direction) at half and twice each batch of `weak`, an
+    iterable of (layer, direction, batch) taken worst first (tuning/weak-picks.lines: the
+    layers where the selector's held-out picks are lowest). A batch is halved as _fit_batch
+    does and kept to 1..256; one the selector's lists already hold for that layer, or one
+    given twice, is dropped. The set adds what the selector lacks most: the same layer's
+    cost at a nearby batch."""
+    from collections import defaultdict
+    net_of = {}
+    for net, layers in NETWORKS.items():
+        for layer in layers:
+            net_of.setdefault(tuple(layer), net)
+    have = defaultdict(set)
+    for _, layer, batch, _ in selector_set() + unaligned_1x1_set() + wide_3x3_set():
+        have[tuple(layer)].add(batch)
+    out = []
+    for layer, direction, batch in weak:
+        layer = tuple(layer)
+        for b in (batch // 2, batch * 2):
+            b = _fit_batch(layer, min(max(b, 1), 256))
+            if b not in have[layer] and (layer, direction, b) not in {(o[1], o[3], o[2]) for o in out}:
+                out.append((net_of[layer], layer, b, direction))
+    return out
