@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Cross-validate the selector's ranking model with other LightGBM parameters, on CPU.
+
+    PYTHONPATH=.pydeps:tools python3 benchmarks/rank_params_sweep.py '{"num_leaves": 63}' [--shuffles 6]
+
+The argument is a JSON object laid over selector.RANK_PARAMS, plus two keys of this
+script's own: "_trees" (the ranking model's trees, default selector.rank_trees(TREES))
+and "_ens" (that many models of _trees / _ens trees each, seeds 1.., their scores
+summed; LightGBM's seeds set per member). Each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds)
+trains on four folds and picks, for every held-out problem, the config of the highest
+score among its rankable configs of short chains (no prefilter, no validation: the
+parameters are compared, not a run's pick reproduced). Prints the mean, P10 and min of
+the picks' efficiency, overall and per direction, averaged over the assignments.
+The sixteenth session's sweep: docs/data/selector-rank-params-sweep.log.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import numpy as np  # noqa: E402
+
+from convgen import selector as S  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("params", nargs="?", default="{}")
+    ap.add_argument("--shuffles", type=int, default=6)
+    ap.add_argument("--group", default="shape", choices=sorted(S.GROUPINGS))
+    ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    args = ap.parse_args()
+    import lightgbm as lgb
+    variant = json.loads(args.params)
+    trees = variant.pop("_trees", S.rank_trees(S.TREES))
+    ens = variant.pop("_ens", 1)
+    params = {**S.RANK_PARAMS, **variant}
+    probs = S.load_dataset(args.db, "sm90")
+    x_all, _, relevance, groups = S._matrix(probs)
+    starts = np.concatenate([[0], np.cumsum(groups)])
+    candidates = {}
+
+    def rows_of(i):
+        # the problem's rankable configs of short chains, as a run's candidates
+        if i not in candidates:
+            prob = probs[i]
+            ranked = prob.rankable
+            allowed = [ranked[j] for j in S.short_chains(prob.problem, [prob.configs[j] for j in ranked])]
+            candidates[i] = (allowed, np.asarray(S.feature_rows(
+                prob.problem, [prob.configs[j] for j in allowed], prob.device)))
+        return candidates[i]
+    t0 = time.time()
+    runs = {}
+    for seed in [None] + list(range(1, args.shuffles + 1)):
+        fold_of = S.group_folds(probs, 5, args.group, seed)
+        effs = []
+        for f in range(5):
+            train = [i for i, g in enumerate(fold_of) if g != f]
+            rows = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in train])
+            data = lgb.Dataset(x_all[rows], relevance[rows], group=[groups[i] for i in train],
+                               feature_name=list(S.FEATURE_NAMES))
+            # an ensemble's members differ by their seeds; a lone model keeps RANK_PARAMS'
+            seeds = [{"seed": 1 + k, "bagging_seed": 1 + k, "feature_fraction_seed": 1 + k}
+                     for k in range(ens)] if ens > 1 else [{}]
+            boosters = [lgb.train({**params, **s}, data, num_boost_round=trees // ens) for s in seeds]
+            for i in (i for i, g in enumerate(fold_of) if g == f):
+                allowed, x = rows_of(i)
+                j = int(np.argmax(sum(b.predict(x) for b in boosters)))
+                effs.append((probs[i].problem.direction.name, probs[i].tflops[allowed[j]] / probs[i].best))
+        for d in ("overall", "fwd", "bwd_data", "bwd_weight"):
+            s = S._summary([e for dd, e in effs if d in ("overall", dd)])
+            runs.setdefault(d, []).append((s["mean"], s["p10"], s["min"]))
+    out = {d: [round(100 * float(np.mean([r[k] for r in v])), 2) for k in range(3)] for d, v in runs.items()}
+    print(args.params, args.group, 1 + args.shuffles, "assignments", out, f"{time.time() - t0:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
