@@ -284,3 +284,18 @@ def test_the_weak_picks_list_holds_only_problems_no_other_list_has():
         assert (layer, p.n) not in have, ln
         seen.add((layer, p.n, p.direction.name))
     assert len(seen) == len(lines) > 0
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_a_tune_line_parses_back_to_its_layer(direction):
+    import shlex
+    from convgen import models
+    layer = models.DEEPLABV3[-1]   # dilated, so the line must carry the dilation too
+    assert models.dilation(layer) > 1
+    p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(cli.tune_line(layer, 3, direction, "bf16"))])[
+        "configs"][0].problem
+    c, k, hw, f, s, pad, g = layer[:7]
+    assert (p.direction.name, p.dtype.name, p.n) == (direction, "bf16", 3)
+    assert (p.c * p.g, p.k * p.g, p.hi, p.wi, p.y, p.stride_h, p.pad_h_l, p.g, p.dil_h) == (
+        c, k, hw, hw, f, s, pad, g, models.dilation(layer))
+    assert p.layouts["input"] == "nhwgc"   # channels innermost (the group dimension added)

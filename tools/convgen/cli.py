@@ -1187,6 +1187,12 @@ def layer_args(layer, batch: int) -> list[str]:
     return out
 
 
+def tune_line(layer, batch: int, direction: str, dtype: str = "f16") -> str:
+    """A `convgen tune --lines` line of one layer of models.py, channels innermost."""
+    return " ".join([f"--operation {_DIRECTION_OPERATION[direction]} -t {dtype}", *layer_args(layer, batch),
+                     "-in_layout=nhwc -fil_layout=kyxc -out_layout=nhwk"])
+
+
 def model_run_line(layer, batch: int, direction: str, dtype: str, layouts: tuple[str, str, str]) -> str:
     """A RUN line testing one layer of models.py with the suite's substitutions (input,
     filter and output layouts given as letters)."""
