@@ -257,33 +257,51 @@ def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines
     assert sorted(got) == sorted(want)
 
 
-def test_neighbour_batches_add_half_and_twice_a_weak_batch_that_no_list_holds():
+def test_neighbour_batches_add_half_and_twice_a_weak_batch_that_nothing_holds():
     from convgen import models
-    stem = models.RESNET50[0]  # the set has it at batch 1, 32 and 256
+    stem = tuple(models.RESNET50[0])  # the set has it at batch 1, 32 and 256
+    have = models.listed_problems() | {(stem, 64, "bwd_data")}
     got = models.neighbour_batches_set([(stem, "fwd", 32), (stem, "fwd", 32), (stem, "bwd_data", 256),
-                                        (stem, "fwd", 1)])
+                                        (stem, "fwd", 1), (stem, "bwd_data", 32)], have)
     # 32 -> 16 and 64; a repeat adds nothing; 256 -> 128 (512 is kept to 256, held);
-    # 1 -> 1 (held) and 2
-    assert got == [("resnet50", tuple(stem), 16, "fwd"), ("resnet50", tuple(stem), 64, "fwd"),
-                   ("resnet50", tuple(stem), 128, "bwd_data"), ("resnet50", tuple(stem), 2, "fwd")]
+    # 1 -> 1 (held) and 2; bwd_data's 64 is held, its 16 is not (another direction's is no help)
+    assert got == [("resnet50", stem, "fwd", 16), ("resnet50", stem, "fwd", 64),
+                   ("resnet50", stem, "bwd_data", 128), ("resnet50", stem, "fwd", 2),
+                   ("resnet50", stem, "bwd_data", 16)]
 
 
-def test_the_weak_picks_list_holds_only_problems_no_other_list_has():
+def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():
+    from convgen import models
+    listed = models.listed_problems()
+    wide = [(tuple(layer), batch) for _, layer, batch, _ in models.wide_3x3_set()]
+    assert wide and all((*w, "bwd_weight") in listed for w in wide)
+    assert not any((*w, d) in listed for w in wide for d in ("fwd", "bwd_data"))
+    assert all((tuple(layer), batch, d) in listed for _, layer, batch, _ in models.selector_set()
+               for d in ("fwd", "bwd_data", "bwd_weight"))
+
+
+def _lines_problems(name):
     import pathlib
     import shlex
-    from convgen import models
-    have = {(tuple(layer[:7]), batch)
-            for _, layer, batch, _ in models.selector_set() + models.unaligned_1x1_set()
-            + models.wide_3x3_set()}
-    path = pathlib.Path(__file__).parent.parent / "tuning" / "weak-picks.lines"
+    path = pathlib.Path(__file__).parent.parent / "tuning" / name
     lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
-    seen = set()
+    out = []
     for ln in lines:
         p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
-        layer = (p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g)
-        assert (layer, p.n) not in have, ln
-        seen.add((layer, p.n, p.direction.name))
-    assert len(seen) == len(lines) > 0
+        # a layer as models.py writes it, its dilation the eighth entry where it is not 1
+        layer = (p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g) + ((p.dil_h,) if p.dil_h > 1 else ())
+        out.append((layer, p.n, p.direction.name))
+    return out
+
+
+def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
+    from convgen import models
+    listed = models.listed_problems()
+    first, second = _lines_problems("weak-picks.lines"), _lines_problems("weak-picks-2.lines")
+    for got in (first, second):
+        assert got and len(set(got)) == len(got)
+        assert not set(got) & listed
+    assert not set(first) & set(second)
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])

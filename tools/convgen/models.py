@@ -336,26 +336,35 @@ def wide_3x3_set() -> list[tuple]:
     return extra_batches_set(wide_3x3, WIDE_3X3_BATCHES)
 
 
-def neighbour_batches_set(weak) -> list[tuple]:
-    """(network, layer, batch, direction) at half and twice each batch of `weak`, an
-    iterable of (layer, direction, batch) taken worst first (tuning/weak-picks.lines: the
+def listed_problems() -> set[tuple]:
+    """(layer, batch, direction) of every problem the lists above give the tuning runs:
+    the selector set and the unaligned 1x1 batches in all three directions, the wide 3x3
+    batches in bwd_weight alone (tuning/wide-3x3-bwd-weight.lines)."""
+    out = set()
+    for problems, directions in ((selector_set() + unaligned_1x1_set(), ("fwd", "bwd_data", "bwd_weight")),
+                                 (wide_3x3_set(), ("bwd_weight",))):
+        out |= {(tuple(layer), batch, d) for _, layer, batch, _ in problems for d in directions}
+    return out
+
+
+def neighbour_batches_set(weak, have: set[tuple]) -> list[tuple]:
+    """(network, layer, direction, batch) at half and twice each batch of `weak`, an
+    iterable of (layer, direction, batch) taken worst first (scripts/weak-picks: the
     layers where the selector's held-out picks are lowest). A batch is halved as _fit_batch
-    does and kept to 1..256; one the selector's lists already hold for that layer, or one
-    given twice, is dropped. The set adds what the selector lacks most: the same layer's
-    cost at a nearby batch."""
-    from collections import defaultdict
+    does and kept to 1..256; one that `have` ((layer, batch, direction), as
+    listed_problems gives) or an earlier entry already holds is dropped. The set adds what
+    the selector lacks most: the same layer's cost at a nearby batch."""
     net_of = {}
     for net, layers in NETWORKS.items():
         for layer in layers:
             net_of.setdefault(tuple(layer), net)
-    have = defaultdict(set)
-    for _, layer, batch, _ in selector_set() + unaligned_1x1_set() + wide_3x3_set():
-        have[tuple(layer)].add(batch)
+    seen = set(have)
     out = []
     for layer, direction, batch in weak:
         layer = tuple(layer)
         for b in (batch // 2, batch * 2):
             b = _fit_batch(layer, min(max(b, 1), 256))
-            if b not in have[layer] and (layer, direction, b) not in {(o[1], o[3], o[2]) for o in out}:
-                out.append((net_of[layer], layer, b, direction))
+            if (layer, b, direction) not in seen:
+                seen.add((layer, b, direction))
+                out.append((net_of[layer], layer, direction, b))
     return out

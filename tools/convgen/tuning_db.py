@@ -59,10 +59,10 @@ CREATE TABLE IF NOT EXISTS best (
     PRIMARY KEY ({", ".join(KEY_COLUMNS)})
 ) WITHOUT ROWID;
 """
-# WITHOUT ROWID: a row is stored once, in its key's b-tree. A rowid table kept the 21 key
-# columns twice (the table and the key's index), and the shipped file was twice its size
-# (39.9 against 21.1 MB at 1228 problems), too large to travel to the GPU machine
-# (docs/traps.md). Files made before read and write the same; only their size differs.
+# WITHOUT ROWID: a row is stored once, in its key's b-tree. A rowid table keeps the 21 key
+# columns twice (the table and the key's index), and the shipped file was twice its size,
+# too large to travel to the GPU machine (docs/traps.md). Files made before read and
+# write the same; only their size differs.
 
 
 DEFAULT_PATH = os.path.join(REPO_ROOT, "tuning", "tuning.sqlite")
