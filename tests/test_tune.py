@@ -228,6 +228,20 @@ def test_layers_expand_to_one_problem_per_layer_direction_type_and_batch(tmp_pat
     assert {c.problem.dtype.name for c in args["configs"]} == {"bf16"}
 
 
+def _lines_problems(name):
+    import pathlib
+    import shlex
+    path = pathlib.Path(__file__).parent.parent / "tuning" / name
+    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    out = []
+    for ln in lines:
+        p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
+        # a layer as models.py writes it, its dilation the eighth entry where it is not 1
+        layer = (p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g) + ((p.dil_h,) if p.dil_h > 1 else ())
+        out.append((layer, p.n, p.direction.name))
+    return out
+
+
 @pytest.mark.parametrize("make,kind,lines_file,directions", [
     ("unaligned_1x1_set", lambda c, k, f, g: f == 1 and g == 1 and bool(c % 16 or k % 16),
      "unaligned-1x1-batches.lines", ("fwd", "bwd_data", "bwd_weight")),
@@ -236,8 +250,6 @@ def test_layers_expand_to_one_problem_per_layer_direction_type_and_batch(tmp_pat
 ])
 def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines_file(
         make, kind, lines_file, directions):
-    import pathlib
-    import shlex
     from convgen import models
     extra = getattr(models, make)()
     have = {(tuple(layer[:7]), batch) for _, layer, batch, _ in models.selector_set()}
@@ -247,14 +259,8 @@ def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines
         c, k, _, f, _, _, g = layer[:7]
         assert kind(c, k, f, g)
     # the committed list is what the generator gives: every layer in its directions
-    path = pathlib.Path(__file__).parent.parent / "tuning" / lines_file
-    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
-    want = [(layer[:7], batch, d) for _, layer, batch, _ in extra for d in directions]
-    got = []
-    for ln in lines:
-        p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
-        got.append(((p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g), p.n, p.direction.name))
-    assert sorted(got) == sorted(want)
+    want = [(tuple(layer), batch, d) for _, layer, batch, _ in extra for d in directions]
+    assert sorted(_lines_problems(lines_file)) == sorted(want)
 
 
 def test_neighbour_batches_add_half_and_twice_a_weak_batch_that_nothing_holds():
@@ -278,20 +284,6 @@ def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():
     assert not any((*w, d) in listed for w in wide for d in ("fwd", "bwd_data"))
     assert all((tuple(layer), batch, d) in listed for _, layer, batch, _ in models.selector_set()
                for d in ("fwd", "bwd_data", "bwd_weight"))
-
-
-def _lines_problems(name):
-    import pathlib
-    import shlex
-    path = pathlib.Path(__file__).parent.parent / "tuning" / name
-    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
-    out = []
-    for ln in lines:
-        p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
-        # a layer as models.py writes it, its dilation the eighth entry where it is not 1
-        layer = (p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g) + ((p.dil_h,) if p.dil_h > 1 else ())
-        out.append((layer, p.n, p.direction.name))
-    return out
 
 
 def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
