@@ -289,11 +289,12 @@ def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():
 def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
     from convgen import models
     listed = models.listed_problems()
-    first, second = _lines_problems("weak-picks.lines"), _lines_problems("weak-picks-2.lines")
-    for got in (first, second):
+    lists = [_lines_problems(f"weak-picks{suffix}.lines") for suffix in ("", "-2", "-3")]
+    for i, got in enumerate(lists):
         assert got and len(set(got)) == len(got)
         assert not set(got) & listed
-    assert not set(first) & set(second)
+        for earlier in lists[:i]:
+            assert not set(got) & set(earlier)
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
