@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""How many candidates the selector's prefilter should keep (selector.PREFILTER_KEEP), on CPU.
+
+    PYTHONPATH=.pydeps:tools python3 benchmarks/prefilter_keep_sweep.py [--keep 4 8 12 16] [--shuffles 6]
+
+A pick ranks every candidate by the ranking model's first PREFILTER_TREES trees and lets
+the whole model order the PREFILTER_KEEP ranked first (selector.Model.pick_rows): fewer
+kept is fewer tree walks. For each of the 1 + N assignments of the shapes to 5 folds
+(selector.group_folds), one model per fold (selector.train) picks for every held-out
+problem among its rankable configs of short chains with each value of --keep (no
+validation: the values are compared, not a run's pick reproduced). Prints the mean, P10
+and min of the picks' efficiency, overall and per direction, averaged over the
+assignments. The seventeenth session's: docs/data/selector-prefilter-keep.log.
+"""
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import numpy as np  # noqa: E402
+
+from convgen import selector as S  # noqa: E402
+
+DIRECTIONS = ("overall", "fwd", "bwd_data", "bwd_weight")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", type=int, nargs="+", default=[4, 8, 12, 16])
+    ap.add_argument("--shuffles", type=int, default=6)
+    ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    args = ap.parse_args()
+    probs = S.load_dataset(args.db, "sm90")
+    candidates = {}
+
+    def rows_of(i):
+        # the problem's rankable configs of short chains, as a run's candidates
+        if i not in candidates:
+            prob = probs[i]
+            allowed = [prob.rankable[j] for j in S.short_chains(
+                prob.problem, [prob.configs[j] for j in prob.rankable])]
+            candidates[i] = (allowed, S.feature_rows(prob.problem, [prob.configs[j] for j in allowed],
+                                                     prob.device))
+        return candidates[i]
+    t0 = time.time()
+    runs = {k: {d: [] for d in DIRECTIONS} for k in args.keep}
+    shipped = S.PREFILTER_KEEP
+    try:
+        for seed in [None] + list(range(1, args.shuffles + 1)):
+            fold_of = S.group_folds(probs, 5, "shape", seed)
+            effs = {k: [] for k in args.keep}
+            for f in range(5):
+                model = S.Model.of(S.train([p for p, g in zip(probs, fold_of) if g != f]), {"arch": "sm90"})
+                for i in (i for i, g in enumerate(fold_of) if g == f):
+                    allowed, x = rows_of(i)
+                    direction = probs[i].problem.direction.name
+                    for k in args.keep:
+                        S.PREFILTER_KEEP = k
+                        j, _ = model.pick_rows(direction, x)
+                        effs[k].append((direction, probs[i].tflops[allowed[j]] / probs[i].best))
+            for k in args.keep:
+                for d in DIRECTIONS:
+                    s = S._summary([e for dd, e in effs[k] if d in ("overall", dd)])
+                    runs[k][d].append((s["mean"], s["p10"], s["min"]))
+            print(f"# assignment {seed}: {time.time() - t0:.0f} s", flush=True)
+    finally:
+        S.PREFILTER_KEEP = shipped
+    for k in args.keep:
+        out = {d: [round(100 * float(np.mean([r[q] for r in v])), 2) for q in range(3)]
+               for d, v in runs[k].items()}
+        print("keep", k, 1 + args.shuffles, "assignments", out, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
