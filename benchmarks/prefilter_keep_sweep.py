@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import numpy as np  # noqa: E402
 
 from convgen import selector as S  # noqa: E402
+from convgen.errors import ConvgenError  # noqa: E402
 
 DIRECTIONS = ("overall", "fwd", "bwd_data", "bwd_weight")
 
@@ -76,4 +77,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ConvgenError as e:   # a database that is missing or not one
+        print(f"prefilter_keep_sweep: error: {e}", file=sys.stderr)
+        sys.exit(2)

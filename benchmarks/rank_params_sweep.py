@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import numpy as np  # noqa: E402
 
 from convgen import selector as S  # noqa: E402
+from convgen.errors import ConvgenError  # noqa: E402
 
 
 def main() -> int:
@@ -35,7 +36,12 @@ def main() -> int:
     ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
     args = ap.parse_args()
     import lightgbm as lgb
-    variant = json.loads(args.params)
+    try:
+        variant = json.loads(args.params)
+    except json.JSONDecodeError as e:
+        ap.error(f"params: not a JSON object ({e})")
+    if not isinstance(variant, dict):
+        ap.error("params: not a JSON object")
     trees = variant.pop("_trees", S.rank_trees(S.TREES))
     ens = variant.pop("_ens", 1)
     params = {**S.RANK_PARAMS, **variant}
@@ -80,4 +86,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ConvgenError as e:   # a database that is missing or not one
+        print(f"rank_params_sweep: error: {e}", file=sys.stderr)
+        sys.exit(2)

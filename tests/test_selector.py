@@ -842,3 +842,30 @@ def test_the_selection_bench_times_a_device_it_is_not_on(tmp_path):
     p = subprocess.run([sys.executable, bench, "--arch", "sm90"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode != 0 and "--arch and --device go together" in p.stderr
+
+
+@pytest.mark.parametrize("script,args", [
+    ("rank_params_sweep", ["{}"]),
+    ("prefilter_keep_sweep", []),
+])
+@pytest.mark.parametrize("db", ["missing.sqlite", "not-a-database.sqlite"])
+def test_the_selector_sweeps_refuse_a_bad_database_in_one_line(tmp_path, script, args, db):
+    """benchmarks/rank_params_sweep.py and prefilter_keep_sweep.py: a --db that is missing
+    or not SQLite is one `<script>: error:` line naming it and exit 2, not a traceback."""
+    path = tmp_path / db
+    if db.startswith("not"):
+        path.write_text("measurements\n")
+    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", f"{script}.py")
+    p = subprocess.run([sys.executable, sweep, *args, "--shuffles", "0", "--db", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.startswith(f"{script}: error: tuning database '{path}'"), p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+
+
+@pytest.mark.parametrize("params", ["{bad", "[1]"])
+def test_the_ranking_sweep_refuses_parameters_that_are_not_a_json_object(params):
+    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "rank_params_sweep.py")
+    p = subprocess.run([sys.executable, sweep, params, "--shuffles", "0"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "error: params: not a JSON object" in p.stderr, p.stderr
