@@ -65,13 +65,15 @@ def main() -> int:
             for k in args.keep:
                 for d in DIRECTIONS:
                     s = S._summary([e for dd, e in effs[k] if d in ("overall", dd)])
-                    runs[k][d].append((s["mean"], s["p10"], s["min"]))
-            print(f"# assignment {seed}: {time.time() - t0:.0f} s", flush=True)
+                    if s["count"]:   # a database may hold no problem of a direction
+                        runs[k][d].append((s["mean"], s["p10"], s["min"]))
+            print(f"# assignment {'canonical' if seed is None else seed}: {time.time() - t0:.0f} s",
+                  flush=True)
     finally:
         S.PREFILTER_KEEP = shipped
     for k in args.keep:
         out = {d: [round(100 * float(np.mean([r[q] for r in v])), 2) for q in range(3)]
-               for d, v in runs[k].items()}
+               for d, v in runs[k].items() if v}
         print("keep", k, 1 + args.shuffles, "assignments", out, flush=True)
     return 0
 

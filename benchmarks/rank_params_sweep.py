@@ -39,9 +39,9 @@ def main() -> int:
     try:
         variant = json.loads(args.params)
     except json.JSONDecodeError as e:
-        ap.error(f"params: not a JSON object ({e})")
+        raise ConvgenError(f"params: not a JSON object ({e})") from None
     if not isinstance(variant, dict):
-        ap.error("params: not a JSON object")
+        raise ConvgenError(f"params: not a JSON object: {args.params}")
     trees = variant.pop("_trees", S.rank_trees(S.TREES))
     ens = variant.pop("_ens", 1)
     params = {**S.RANK_PARAMS, **variant}
@@ -79,7 +79,8 @@ def main() -> int:
                 effs.append((probs[i].problem.direction.name, probs[i].tflops[allowed[j]] / probs[i].best))
         for d in ("overall", "fwd", "bwd_data", "bwd_weight"):
             s = S._summary([e for dd, e in effs if d in ("overall", dd)])
-            runs.setdefault(d, []).append((s["mean"], s["p10"], s["min"]))
+            if s["count"]:   # a database may hold no problem of a direction
+                runs.setdefault(d, []).append((s["mean"], s["p10"], s["min"]))
     out = {d: [round(100 * float(np.mean([r[k] for r in v])), 2) for k in range(3)] for d, v in runs.items()}
     print(args.params, args.group, 1 + args.shuffles, "assignments", out, f"{time.time() - t0:.0f}s", flush=True)
     return 0
@@ -88,6 +89,6 @@ def main() -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except ConvgenError as e:   # a database that is missing or not one
+    except ConvgenError as e:   # parameters that are not JSON, a database that is missing or not one
         print(f"rank_params_sweep: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -864,8 +864,27 @@ def test_the_selector_sweeps_refuse_a_bad_database_in_one_line(tmp_path, script,
 
 
 @pytest.mark.parametrize("params", ["{bad", "[1]"])
-def test_the_ranking_sweep_refuses_parameters_that_are_not_a_json_object(params):
+def test_the_ranking_sweep_refuses_parameters_that_are_not_a_json_object(tmp_path, params):
+    """Checked before the database is opened (here one that does not exist)."""
     sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "rank_params_sweep.py")
-    p = subprocess.run([sys.executable, sweep, params, "--shuffles", "0"], capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 2 and "error: params: not a JSON object" in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, sweep, params, "--shuffles", "0", "--db",
+                        str(tmp_path / "missing.sqlite")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.startswith("rank_params_sweep: error: params: not a JSON object"), p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+
+
+@pytest.mark.parametrize("script,args", [
+    ("rank_params_sweep", ["{}"]),
+    ("prefilter_keep_sweep", ["--keep", "16"]),
+])
+def test_the_selector_sweeps_report_only_the_directions_a_database_holds(tmp_path, script, args):
+    """A database of fwd problems alone: the sweep reports overall and fwd, no traceback
+    for the directions it has no problem of."""
+    db = _build_db(tmp_path / "fwd.sqlite", [r for r in _rows() if r["direction"] == "fwd"])
+    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", f"{script}.py")
+    p = subprocess.run([sys.executable, sweep, *args, "--shuffles", "0", "--db", db],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    result = p.stdout.strip().splitlines()[-1]
+    assert "'overall': [" in result and "'fwd': [" in result and "bwd_data" not in result, result
