@@ -20,12 +20,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-import numpy as np  # noqa: E402
-
 from convgen import selector as S  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
-
-DIRECTIONS = ("overall", "fwd", "bwd_data", "bwd_weight")
 
 
 def main() -> int:
@@ -35,19 +31,8 @@ def main() -> int:
     ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
     args = ap.parse_args()
     probs = S.load_dataset(args.db, "sm90")
-    candidates = {}
-
-    def rows_of(i):
-        # the problem's rankable configs of short chains, as a run's candidates
-        if i not in candidates:
-            prob = probs[i]
-            allowed = [prob.rankable[j] for j in S.short_chains(
-                prob.problem, [prob.configs[j] for j in prob.rankable])]
-            candidates[i] = (allowed, S.feature_rows(prob.problem, [prob.configs[j] for j in allowed],
-                                                     prob.device))
-        return candidates[i]
     t0 = time.time()
-    runs = {k: {d: [] for d in DIRECTIONS} for k in args.keep}
+    runs = {k: [] for k in args.keep}   # per keep, direction_summaries of each assignment
     shipped = S.PREFILTER_KEEP
     try:
         for seed in [None] + list(range(1, args.shuffles + 1)):
@@ -56,25 +41,20 @@ def main() -> int:
             for f in range(5):
                 model = S.Model.of(S.train([p for p, g in zip(probs, fold_of) if g != f]), {"arch": "sm90"})
                 for i in (i for i, g in enumerate(fold_of) if g == f):
-                    allowed, x = rows_of(i)
+                    allowed, x = probs[i].candidate_rows
                     direction = probs[i].problem.direction.name
                     for k in args.keep:
                         S.PREFILTER_KEEP = k
                         j, _ = model.pick_rows(direction, x)
                         effs[k].append((direction, probs[i].tflops[allowed[j]] / probs[i].best))
             for k in args.keep:
-                for d in DIRECTIONS:
-                    s = S._summary([e for dd, e in effs[k] if d in ("overall", dd)])
-                    if s["count"]:   # a database may hold no problem of a direction
-                        runs[k][d].append((s["mean"], s["p10"], s["min"]))
+                runs[k].append(S.direction_summaries(effs[k]))
             print(f"# assignment {'canonical' if seed is None else seed}: {time.time() - t0:.0f} s",
                   flush=True)
     finally:
         S.PREFILTER_KEEP = shipped
     for k in args.keep:
-        out = {d: [round(100 * float(np.mean([r[q] for r in v])), 2) for q in range(3)]
-               for d, v in runs[k].items() if v}
-        print("keep", k, 1 + args.shuffles, "assignments", out, flush=True)
+        print("keep", k, 1 + args.shuffles, "assignments", S.averaged_percent(runs[k]), flush=True)
     return 0
 
 

@@ -48,19 +48,8 @@ def main() -> int:
     probs = S.load_dataset(args.db, "sm90")
     x_all, _, relevance, groups = S._matrix(probs)
     starts = np.concatenate([[0], np.cumsum(groups)])
-    candidates = {}
-
-    def rows_of(i):
-        # the problem's rankable configs of short chains, as a run's candidates
-        if i not in candidates:
-            prob = probs[i]
-            ranked = prob.rankable
-            allowed = [ranked[j] for j in S.short_chains(prob.problem, [prob.configs[j] for j in ranked])]
-            candidates[i] = (allowed, np.asarray(S.feature_rows(
-                prob.problem, [prob.configs[j] for j in allowed], prob.device)))
-        return candidates[i]
     t0 = time.time()
-    runs = {}
+    runs = []   # direction_summaries of each assignment
     for seed in [None] + list(range(1, args.shuffles + 1)):
         fold_of = S.group_folds(probs, 5, args.group, seed)
         effs = []
@@ -74,15 +63,11 @@ def main() -> int:
                      for k in range(ens)] if ens > 1 else [{}]
             boosters = [lgb.train({**params, **s}, data, num_boost_round=trees // ens) for s in seeds]
             for i in (i for i, g in enumerate(fold_of) if g == f):
-                allowed, x = rows_of(i)
+                allowed, x = probs[i].candidate_rows
                 j = int(np.argmax(sum(b.predict(x) for b in boosters)))
                 effs.append((probs[i].problem.direction.name, probs[i].tflops[allowed[j]] / probs[i].best))
-        for d in ("overall", "fwd", "bwd_data", "bwd_weight"):
-            s = S._summary([e for dd, e in effs if d in ("overall", dd)])
-            if s["count"]:   # a database may hold no problem of a direction
-                runs.setdefault(d, []).append((s["mean"], s["p10"], s["min"]))
-    out = {d: [round(100 * float(np.mean([r[k] for r in v])), 2) for k in range(3)] for d, v in runs.items()}
-    print(args.params, args.group, 1 + args.shuffles, "assignments", out, f"{time.time() - t0:.0f}s", flush=True)
+        runs.append(S.direction_summaries(effs))
+    print(args.params, args.group, 1 + args.shuffles, "assignments", S.averaged_percent(runs), f"{time.time() - t0:.0f}s", flush=True)
     return 0
 
 

@@ -297,6 +297,33 @@ def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
             assert not set(got) & set(earlier)
 
 
+@pytest.mark.parametrize("db,why", [
+    ("missing.sqlite", "does not exist"),
+    ("text.sqlite", "cannot be read"),
+    ("foreign.sqlite", "is not a convgen tuning database"),
+])
+def test_weak_picks_refuses_a_bad_database_in_one_line(tmp_path, db, why):
+    """scripts/weak-picks opens --db as every reader does (tuning_db.TuningDB): one
+    `weak-picks: error:` line naming it, exit 2."""
+    import pathlib
+    import sqlite3
+    path = tmp_path / db
+    if db == "text.sqlite":
+        path.write_text("measurements\n")
+    elif db == "foreign.sqlite":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE best (n INTEGER)")
+        con.commit()
+        con.close()
+    root = pathlib.Path(__file__).parent.parent
+    p = subprocess.run([sys.executable, str(root / "scripts" / "weak-picks"), "--db", str(path),
+                        str(root / "docs" / "data" / "config-selection-h100.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.startswith(f"weak-picks: error: tuning database '{path}' {why}"), p.stderr
+    assert p.stderr.count("\n") == 1 and not p.stdout, p.stderr
+
+
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_a_tune_line_parses_back_to_its_layer(direction):
     import shlex

@@ -398,6 +398,20 @@ class Problem:
         return ([i for i, c in enumerate(self.configs) if c.describe() in space]
                 or list(range(len(self.configs))))
 
+    def candidates(self) -> list[int]:
+        """The configs (indices) a run picks among: the rankable ones, of short chains where
+        any is (as pick_runnable narrows a run's space). Not cached: cross-validation times
+        it as part of a selection."""
+        ranked = self.rankable
+        return [ranked[i] for i in short_chains(self.problem, [self.configs[i] for i in ranked])]
+
+    @functools.cached_property
+    def candidate_rows(self) -> tuple:
+        """(candidates(), their feature rows), worked out once: the parameter sweeps of
+        benchmarks/ rank them under every assignment of the shapes to folds."""
+        allowed = self.candidates()
+        return allowed, feature_rows(self.problem, [self.configs[i] for i in allowed], self.device)
+
 
 # What a cross-validation fold holds out whole: a shape (a layer at one batch), or a layer
 # at every batch it was measured at (the harder test: a layer never seen at any batch).
@@ -848,6 +862,16 @@ def _summary(effs: list[float]) -> dict:
             "min": float(a.min())}
 
 
+def direction_summaries(picks: list[tuple[str, float]]) -> dict:
+    """_summary of (direction, efficiency) pairs, "overall" and per direction that has any."""
+    out = {"overall": _summary([e for _, e in picks])}
+    for direction in DIRECTIONS:
+        s = _summary([e for d, e in picks if d == direction])
+        if s["count"]:
+            out[direction] = s
+    return out
+
+
 # A family where the fixed rule beat the model in cross-validation keeps the rule (the
 # seed's advice for its hardest family, tiny M): with fewer problems than this the
 # comparison says nothing.
@@ -888,12 +912,10 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             rule = kconfig.default_config(prob.problem, backend, True).describe()
             texts = [c.describe() for c in prob.configs]
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
-            ranked = prob.rankable   # outside the timing: a run builds its space anyway
+            prob.rankable   # worked out before the timing: a run builds its space anyway
             t0 = time.perf_counter()
             if prob.problem.direction.name in model.directions:
-                # of short chains where any is (as a run's pick_runnable)
-                allowed = [ranked[i] for i in
-                           short_chains(prob.problem, [prob.configs[i] for i in ranked])]
+                allowed = prob.candidates()
                 best, predicted = model.pick(prob.problem, [prob.configs[i] for i in allowed],
                                              prob.device)
                 chosen = allowed[best]
@@ -964,6 +986,17 @@ def _mean_summary(summaries: list[dict]) -> dict:
     to folds)."""
     return {"count": summaries[0]["count"],
             **{k: sum(s[k] for s in summaries) / len(summaries) for k in ("mean", "p10", "min")}}
+
+
+def averaged_percent(runs: list[dict]) -> dict[str, list[float]]:
+    """[mean, P10, min] in percent (2 decimals) of each direction_summaries key, averaged
+    over the runs (one per assignment of the shapes to folds): what the sweeps of
+    benchmarks/ print."""
+    out = {}
+    for direction in runs[0]:
+        m = _mean_summary([one[direction] for one in runs])
+        out[direction] = [round(100 * m[k], 2) for k in ("mean", "p10", "min")]
+    return out
 
 
 def _prediction_error(per_problem: list[dict]) -> dict:
