@@ -208,3 +208,26 @@ def test_blocks_across_taps_compile_to_matrix_instructions():
     proc = compile_here("-c", code)
     rows = [line.split() for line in proc.stdout.splitlines()]
     assert len(rows) == 6 and all(int(n) > 0 for _, _, n in rows), proc.stdout
+
+
+def test_bwd_weight_descriptor_kernels_wait_for_their_wgmma_each_step_on_sm90():
+    # why: with groups left in flight at the loop's back edge, the H100's Triton 3.6 and
+    # its ptxas loaded the next step's first operand into registers a wgmma still read
+    # (kernels/wgmma_hazard.py; tests/test_wgmma_hazard.py holds that SASS). The wait
+    # must come before the loop's first load of that operand (ldmatrix .trans: the box is
+    # transposed), in the split and the stream-K kernel
+    code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv\n"
+            "from convgen.kernels import wgmma_hazard\n"
+            "for extra in ({'split': 1}, {'split': 2}, {'streamk': 1}):\n"
+            "    perf = {'tma': 1, 'block_m': 128, 'block_n': 128, 'block_k': 64,\n"
+            "            'num_warps': 4, 'num_stages': 4, **extra}\n"
+            "    k = compile_conv('bwd_weight', 'f16', True, 'sm90', CHANNELS_LAST, perf_config=perf,\n"
+            "                     channels=128)\n"
+            "    ptx = k.asm['ptx']\n"
+            "    wait = ptx.find('wgmma.wait_group.sync.aligned 0;')\n"
+            "    first_load = ptx.find('ldmatrix.sync.aligned.m8n8.x4.trans')\n"
+            "    print(sorted(extra)[0], 0 <= wait < first_load,\n"
+            "          wgmma_hazard.register_operand(k.asm['ttgir']),\n"
+            "          wgmma_hazard.find(k.asm['sass']) is None)\n")
+    rows = [line.split() for line in compile_here("-c", code).stdout.splitlines()]
+    assert rows == [["split", "True", "True", "True"]] * 2 + [["streamk", "True", "True", "True"]], rows

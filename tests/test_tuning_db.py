@@ -275,7 +275,8 @@ def test_the_shipped_database_is_keyed_on_todays_kernels():
     # again: the shipped database must be re-tuned (or, for an edit that leaves the
     # launches alone, re-keyed) in the same commit, or it silently stops being used. Every
     # best is today's; measurements of launches an edit changed may stay under the old
-    # digest as the selector's history (selector.load_dataset: the latest of a config wins)
+    # digest as the selector's history (selector.load_dataset: the latest of a config wins),
+    # and their problems have no best until tuned again
     from convgen.directions import DIRECTIONS
     from convgen.kernels.launch import kernel_digest
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -286,10 +287,15 @@ def test_the_shipped_database_is_keyed_on_todays_kernels():
         best = dict(con.execute("select direction, group_concat(distinct kernel) from best "
                                 "group by direction").fetchall())
         assert best == today
+        # today's kernels are measured on at least as many problems as any older version
+        # (a re-tune may be under way: bwd_weight's descriptor rows of before the wgmma
+        # wait stay as history, its pointer-kernel rows were re-keyed; tuning/README.md)
+        problem = "n||','||c||','||k||','||g||','||h||','||w||','||y||','||x||','||stride_h||','||" \
+                  "stride_w||','||pad||','||dil_h||','||dil_w||','||dtype||','||layouts"
         for name, digest in today.items():
-            rows = dict(con.execute("select kernel, count(*) from measurements where direction = ? "
-                                    "group by kernel", (name,)).fetchall())
-            assert rows.get(digest, 0) > sum(rows.values()) / 2, (name, rows)
+            rows = dict(con.execute(f"select kernel, count(distinct {problem}) from measurements "
+                                    "where direction = ? group by kernel", (name,)).fetchall())
+            assert rows.get(digest, 0) >= max(rows.values()), (name, rows)
     finally:
         con.close()
 

@@ -130,12 +130,20 @@ def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts
     `perf_config` holds config fields over the default; `channels` below 16 takes the
     paths whose blocks span filter taps."""
     from convgen.kernels.config import choose
-    from convgen.kernels.launch import launch_spec
     p = _problem(direction, dtype, layouts, stride, channels)
-    be = backend_of(target)
-    cfg = choose(p, be, use_dot,
+    cfg = choose(p, backend_of(target), use_dot,
                  perf_config or ({"split": 2} if p.direction.splits_reduction else None))
-    spec = launch_spec(p, *_meta_tensors(p, p.dtype.out_type.torch_dtype), cfg, use_dot, False)
+    return compile_problem(p, cfg, target, use_dot)
+
+
+def compile_problem(p, cfg, target: str, use_dot: bool = True):
+    """The kernel convgen launches for problem `p` with config `cfg` on `target`, compiled
+    without memory or a GPU (its tensors are meta tensors)."""
+    from convgen.kernels.launch import launch_spec
+    ins, out = _meta_tensors(p, p.dtype.out_type.torch_dtype)
+    # what a launch on an sm90 GPU decides from its tensors' device (tma.wgmma_waits)
+    out._convgen_sm90 = target == "sm90"
+    spec = launch_spec(p, ins, out, cfg, use_dot, False)
     types, constants, aligned = _launch_signature(spec.runtime)
     return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
                           cfg.compile_options(), aligned)

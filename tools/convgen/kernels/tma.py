@@ -423,17 +423,34 @@ def conv_bwd_data_tma_kernel(
 
 
 @triton.jit
+def _wgmma_wait(ON: tl.constexpr):
+    """On sm90, wait for every wgmma in flight. bwd_weight's first dot operand is a box
+    reshaped and transposed, which Triton 3.6 feeds from registers (HGMMA R.., R..); it
+    leaves a step's wgmma groups in flight at the loop's back edge, and the ptxas it ships
+    (CUDA 12.8) then loads the next step's operand into the registers they still read: whole
+    16-row bands of a tile came out wrong, a different number each run, on the H100
+    (docs/traps.md; kernels/wgmma_hazard.py finds it in the SASS). Waiting here cost 0-8%
+    (docs/data/bwd-weight-wgmma-wait-h100.log)."""
+    if ON:
+        tl.inline_asm_elementwise("wgmma.wait_group.sync.aligned 0;", "=r", [], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+@triton.jit
 def _wgrad_steps(acc, y_desc, x_desc, t0, t1, th, tw, k0, c0, fy, fx, C, PH, PW,
                  DH: tl.constexpr, DW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
                  BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-                 DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr):
+                 DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+                 WGMMA_WAIT: tl.constexpr = False):
     """bwd_weight's reduction steps t0..t1 (output-pixel boxes) of tap (fy, fx) into acc, on
-    one input descriptor: stride 1 (or a strided view), or fwd's phase view (SH*SW > 1)."""
+    one input descriptor: stride 1 (or a strided view), or fwd's phase view (SH*SW > 1).
+    WGMMA_WAIT (sm90): each step first waits for the last step's wgmma (_wgmma_wait)."""
     BLOCK_R: tl.constexpr = BI * BH * BW
     if SH * SW == 1:
         for t in range(t0, t1):
+            _wgmma_wait(WGMMA_WAIT)
             # GEMM reduction R: output-pixel boxes; the tap shifts the input box
             n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
             a = y_desc.load([n0, ho0, wo0, k0]).reshape(BLOCK_R, BLOCK_M)
@@ -444,6 +461,7 @@ def _wgrad_steps(acc, y_desc, x_desc, t0, t1, th, tw, k0, c0, fy, fx, C, PH, PW,
         # which the store leaves out
         pa, pb, dh, dw = _tap_phase(fy, fx, PH, PW, SH, SW)
         for t in range(t0, t1):
+            _wgmma_wait(WGMMA_WAIT)
             # GEMM reduction R: output-pixel boxes; the tap's phase and shift
             n0, ho0, wo0 = _box(t, th, tw, BI, BH, BW)
             a = y_desc.load([n0, ho0, wo0, k0]).reshape(BLOCK_R, BLOCK_M)
@@ -462,7 +480,7 @@ def conv_bwd_weight_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     x_desc1=None, x_desc2=None, x_desc3=None, SH: tl.constexpr = 1, SW: tl.constexpr = 1,
-    PHASE_VIEW: tl.constexpr = False,
+    PHASE_VIEW: tl.constexpr = False, WGMMA_WAIT: tl.constexpr = False,
 ):
     # y (output gradient): (n, ho, wo, k), x: (n, h, w, c), or with PHASE_VIEW fwd's phase
     # view (n, i, a, j, b*C + c); grid: (k tile, c tile), tap, part
@@ -485,7 +503,7 @@ def conv_bwd_weight_tma_kernel(
         # outputs: 0.29 against 0.15 ms)
         acc = _wgrad_steps(acc, y_desc, x_desc, s * PER, tl.minimum(boxes, s * PER + PER), th, tw,
                            k0, c0, fy, fx, C, PH, PW, DH, DW, SH, SW, BI, BH, BW, BLOCK_M, BLOCK_N,
-                           USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+                           USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE, WGMMA_WAIT)
     else:
         # input rows and columns not multiples of the stride: one phase view per remainder,
         # each a stride-1 input that the tap shifts by (dh, dw)
@@ -496,19 +514,19 @@ def conv_bwd_weight_tma_kernel(
         if ph == 0:
             acc = _wgrad_steps(acc, y_desc, x_desc, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
                                BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
-                               ACC_INT, MAX_IMPRECISE)
+                               ACC_INT, MAX_IMPRECISE, WGMMA_WAIT)
         elif ph == 1:
             acc = _wgrad_steps(acc, y_desc, x_desc1, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
                                BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
-                               ACC_INT, MAX_IMPRECISE)
+                               ACC_INT, MAX_IMPRECISE, WGMMA_WAIT)
         elif ph == 2:
             acc = _wgrad_steps(acc, y_desc, x_desc2, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
                                BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
-                               ACC_INT, MAX_IMPRECISE)
+                               ACC_INT, MAX_IMPRECISE, WGMMA_WAIT)
         else:
             acc = _wgrad_steps(acc, y_desc, x_desc3, t0, t1, th, tw, k0, c0, dh, dw, C, 0, 0, 1, 1, 1, 1,
                                BI, BH, BW, BLOCK_M, BLOCK_N, USE_DOT, INPUT_PRECISION, DOT_UPCAST,
-                               ACC_INT, MAX_IMPRECISE)
+                               ACC_INT, MAX_IMPRECISE, WGMMA_WAIT)
     rm = k0 + tl.arange(0, BLOCK_M)
     rn = c0 + tl.arange(0, BLOCK_N)
     ok = (rm < K)[:, None] & (rn < C)[None, :]
@@ -532,6 +550,7 @@ def conv_bwd_weight_streamk_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BI: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
     SH: tl.constexpr = 1, SW: tl.constexpr = 1, PHASE_VIEW: tl.constexpr = False,
+    WGMMA_WAIT: tl.constexpr = False,
 ):
     """bwd_weight as stream-K (`streamk`): every (tile, reduction box) step in one row, tile
     after tile, cut into equal runs of STEPS, one per program; a tile two or more programs
@@ -561,7 +580,8 @@ def conv_bwd_weight_streamk_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc = _wgrad_steps(acc, y_desc, x_desc, lo, hi, th, tw, k0, c0, fy, fx, C, PH, PW,
                            DH, DW, SH, SW, BI, BH, BW, BLOCK_M, BLOCK_N,
-                           USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE)
+                           USE_DOT, INPUT_PRECISION, DOT_UPCAST, ACC_INT, MAX_IMPRECISE,
+                           WGMMA_WAIT)
         rm = k0 + tl.arange(0, BLOCK_M)
         rn = c0 + tl.arange(0, BLOCK_N)
         out = w_ptr + (rm * sw_k)[:, None] + (rn * sw_c + fy * sw_y + fx * sw_x)[None, :]
@@ -805,7 +825,7 @@ def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
                    C=p.c, K=p.k, N=n, HO=ho, WO=wo, PH=p.pad_h_l, PW=p.pad_w_l,
                    sw_k=sw["k"], sw_c=sw["c"], sw_y=sw["y"], sw_x=sw["x"])
     constexprs = {**{k: v for k, v in c.geo.items() if k not in ("BLOCK_K", "GROUP_M")},
-                  "BI": bi, "BH": bh, "BW": bw, **strides}
+                  "BI": bi, "BH": bh, "BW": bw, **strides, "WGMMA_WAIT": wgmma_waits(out)}
     if cfg.streamk:
         programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
         return launch.LaunchSpec(conv_bwd_weight_streamk_kernel, (programs,),
@@ -826,6 +846,17 @@ def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
 
     return launch.LaunchSpec(conv_bwd_weight_tma_kernel, grid, runtime, constexprs, ws,
                              finish=reduce if ws is not None else None)
+
+
+def wgmma_waits(t) -> bool:
+    """Whether the bwd_weight kernels writing tensor t wait for their wgmma each step
+    (_wgmma_wait): on an sm90 GPU, and for a cross-compile for sm90 (isa.compile_problem
+    marks its meta tensors so)."""
+    import torch
+    if t.device.type == "meta":
+        return getattr(t, "_convgen_sm90", False)
+    return (t.device.type == "cuda" and torch.version.hip is None
+            and torch.cuda.get_device_capability(t.device) == (9, 0))
 
 
 def streamk_steps(p, cfg, units: int) -> tuple[int, int, int, int]:

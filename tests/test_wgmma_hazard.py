@@ -1,0 +1,98 @@
+"""kernels/wgmma_hazard.py: the SASS scan for a register an in-flight wgmma still reads.
+
+The two SASS files are the H100's (Triton 3.6, its ptxas 12.8) for bwd_weight's descriptor
+kernel, 128x128 tiles of 64 pixels, 4 warps, 4 stages, split 1, before the per-step wait:
+storing the fp16 result (`pipelined`: three wgmma groups left in flight at the loop's
+back edge; 3 of 8 runs wrong at batch 16 on the GPU) and storing fp32 partials instead
+(`serialized`: ptxas waited for each group; 0 of 16 wrong). Their TTGIR was the same."""
+import os
+
+import pytest
+
+from convgen.kernels import wgmma_hazard
+from convgen.kernels.wgmma_hazard import find, register_operand
+
+SASS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sass")
+
+
+def _read(name: str) -> str:
+    with open(os.path.join(SASS, name)) as f:
+        return f.read()
+
+
+def test_the_h100_kernel_that_gave_wrong_rows_has_the_hazard_and_its_twin_has_none():
+    h = find(_read("bwd-weight-sm90-triton3.6-pipelined.sass"))
+    assert h is not None
+    # the top of the loop loads the next step's A fragment into R172, which the second
+    # group of the last step (HGMMA ... R88, R172, ...) may still be reading
+    assert h.register == 172 and h.writer.startswith("LDSM.16.MT88.4 R172")
+    assert h.reader.startswith("HGMMA.64x128x16.F32 R88, R172,") and h.line == 547
+    assert "R172" in h.describe() and "triton-lang/triton#9433" in h.describe()
+    assert find(_read("bwd-weight-sm90-triton3.6-serialized.sass")) is None
+
+
+def _sass(*lines: str) -> str:
+    return "\n".join(["Function:k"] + [l if l.endswith(":") else f"--:-:-:-:1\t{l};"
+                                       for l in lines])
+
+
+LOOP_HEAD = ("LBB0:", "LDSM.16.MT88.4 R8, [R2]")
+
+
+@pytest.mark.parametrize("wait,hazard", [("0x1", True), ("0x0", False)])
+def test_groups_left_in_flight_at_a_back_edge_meet_the_next_trips_loads(wait, hazard):
+    code = _sass(*LOOP_HEAD,
+                 "WARPGROUP.ARRIVE",
+                 "HGMMA.64x128x16.F32 R24, R8, gdesc[UR4].tnspB, R24, gsb0",
+                 f"WARPGROUP.DEPBAR.LE gsb0, {wait}",
+                 "@P0 BRA LBB0",
+                 "EXIT")
+    h = find(code)
+    assert (h is not None) == hazard
+    if hazard:
+        assert h.register == 8 and h.line == 3   # the LDSM, after "Function" and the label
+
+
+def test_a_write_after_the_wait_retires_the_group_is_safe_and_one_before_is_not():
+    retired = _sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0",
+                    "WARPGROUP.DEPBAR.LE gsb0, 0x0",
+                    "MOV R9, R3")
+    assert find(retired) is None
+    pending = _sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0",
+                    "IMAD.MOV.U32 R11, RZ, RZ, 0x1",        # R8..R11 is the fragment
+                    "WARPGROUP.DEPBAR.LE gsb0, 0x0")
+    assert find(pending).register == 11
+    # a register outside the fragment, or one only read, is no hazard
+    assert find(_sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0",
+                      "MOV R12, R8", "STS [R2], R9", "WARPGROUP.DEPBAR.LE gsb0, 0x0")) is None
+
+
+def test_shared_memory_wgmma_groups_count_in_the_waits():
+    # two groups in flight: the register one is older; DEPBAR 0x1 retires it
+    code = _sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0",
+                 "HGMMA.64x128x16.F32 R88, gdesc[UR8], gdesc[UR4], R88, gsb0",
+                 "WARPGROUP.DEPBAR.LE gsb0, 0x1",
+                 "LDSM.16.M88.2 R8, [R2]")
+    assert find(code) is None
+    code = code.replace("0x1", "0x2")
+    assert find(code).register == 8
+
+
+def test_wide_writes_reach_the_fragment_from_below():
+    # LDSM .4 and 128-bit loads write four registers, .64 and CS2R two
+    for writer, first in (("LDSM.16.M88.4 R6, [R2]", 8), ("LDS.128 R5, [R2]", 8),
+                          ("LDS.64 R7, [R2]", 8), ("CS2R R7, SRZ", 8)):
+        code = _sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0", writer)
+        assert find(code).register == first, writer
+    assert find(_sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0",
+                      "LDS.64 R6, [R2]")) is None
+
+
+def test_register_operand_reads_the_first_dot_operand_type():
+    rs = ("%1 = ttng.warp_group_dot %a, %b, %acc {isAsync = true} : "
+          "tensor<128x16xf16, #ttg.dot_op<{opIdx = 0}>> * !ttg.memdesc<16x128xf16> -> tensor<f32>")
+    ss = ("%1 = ttng.warp_group_dot %a, %b, %acc {isAsync = true} : "
+          "!ttg.memdesc<128x16xf16> * !ttg.memdesc<16x128xf16> -> tensor<f32>")
+    assert register_operand(rs) and not register_operand(ss)
+    assert not register_operand("tt.dot")
+    assert wgmma_hazard.A_REGS == 4

@@ -1,0 +1,131 @@
+"""Find, in a Hopper kernel's SASS, a register that an in-flight wgmma still reads being
+written: the hazard that made bwd_weight's descriptor kernel wrong at random on the H100.
+
+A wgmma whose A operand sits in registers (HGMMA Rd, Ra, gdesc...) reads Ra..Ra+3 while it
+runs; PTX leaves it to the program not to write them before a wait retires it. Triton 3.6
+pipelines such dots (several groups left in flight at the loop's back edge) and the ptxas of
+CUDA 12.8 it ships then loads the next step's A fragments into the same registers at the top
+of the loop (LDSM R172 while the HGMMA reading R172 may still run): some warps' rows get
+the next step's data. The wrong outputs are whole 16-row bands of a tile, a different
+number each run (triton-lang/triton#9433; ptxas 13.3 fixed it). Only the SASS shows it: the
+TTGIR of a correct and a wrong kernel are the same, and whether ptxas keeps the groups in
+flight (WARPGROUP.DEPBAR.LE gsb0, 0x3) or waits for each (0x0) changed with the epilogue.
+
+The scan follows the code in order, and once more around each backward branch (a loop's
+back edge), with the groups still in flight there: groups are closed by an HGMMA that
+carries gsb0 and retired by WARPGROUP.DEPBAR.LE gsb0, N (all but the newest N).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+A_REGS = 4   # an m64 wgmma's A fragment: 64 rows x 32 bytes over 128 threads
+_LABEL = re.compile(r"^\s*(\w+):\s*$")
+_HGMMA = re.compile(r"^HGMMA\.\S+\s+R\d+,\s*(R(\d+)|\S+),")
+_DEPBAR = re.compile(r"^WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-fA-F]+|\d+)")
+_BRANCH = re.compile(r"^BRA(?:\.\S+)?\s+`?\(?\.?(\w+)")
+_DEST = re.compile(r"^(\S+)\s+R(\d+)\b")
+# opcodes whose first register operand is read, not written
+_NO_DEST = ("ST", "STS", "STG", "STL", "STSM", "RED", "REDG", "BAR", "BRA", "EXIT", "HGMMA",
+            "WARPGROUP", "SYNCS", "MEMBAR", "FENCE", "UTMALDG", "UTMASTG", "RET", "CALL")
+
+
+@dataclass(frozen=True)
+class Hazard:
+    reader: str      # the HGMMA still in flight
+    writer: str      # the instruction that writes one of its A registers
+    register: int
+    line: int        # the writer's line in the SASS (1-based)
+
+    def describe(self) -> str:
+        return (f"ptxas writes R{self.register} ({self.writer}, SASS line {self.line}) while a "
+                f"wgmma that reads it is in flight ({self.reader}); its outputs may be wrong at "
+                f"random (triton-lang/triton#9433)")
+
+
+def _instructions(sass: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
+    """(line number, instruction text without control codes or predicate) and each label's
+    index in that list."""
+    out, labels = [], {}
+    for number, raw in enumerate(sass.splitlines(), 1):
+        m = _LABEL.match(raw)
+        if m:
+            labels[m.group(1)] = len(out)
+            continue
+        text = raw.split("\t")[-1].strip().rstrip(";").strip()
+        if not text or text.startswith(("Function", "//", ".")):
+            continue
+        if text.startswith("@"):
+            text = text.split(None, 1)[1] if " " in text else ""
+        out.append((number, text))
+    return out, labels
+
+
+def _written(text: str) -> range:
+    """The registers an instruction writes (empty when it writes none or only others)."""
+    m = _DEST.match(text)
+    if not m:
+        return range(0)
+    opcode = m.group(1)
+    if opcode.split(".")[0] in _NO_DEST:
+        return range(0)
+    mods = opcode.split(".")
+    width = 1
+    if opcode.startswith("LDSM"):
+        width = 4 if mods[-1] == "4" else 2 if mods[-1] == "2" else 1
+    elif "128" in mods:
+        width = 4
+    elif "64" in mods or "WIDE" in mods or mods[0] == "CS2R":
+        width = 2
+    first = int(m.group(2))
+    return range(first, first + width)
+
+
+def find(sass: str) -> Hazard | None:
+    """The first write to a register an in-flight wgmma reads, or None."""
+    code, labels = _instructions(sass)
+    # groups in flight, oldest first: each a list of (first A register, HGMMA text)
+    def scan(start: int, stop: int, groups: list, open_group: list, looped: set):
+        i = start
+        while i < stop:
+            number, text = code[i]
+            m = _HGMMA.match(text)
+            if m:
+                # a wgmma with both operands in shared memory reads no register, but its
+                # group counts in the waits
+                open_group.append((int(m.group(2)) if m.group(2) else None, text))
+                if "gsb0" in text:
+                    groups.append(list(open_group))
+                    open_group.clear()
+            elif (d := _DEPBAR.match(text)):
+                keep = int(d.group(1), 0)
+                del groups[:max(0, len(groups) - keep)]
+            else:
+                regs = _written(text)
+                for group in groups + [open_group]:
+                    for first, reader in group:
+                        if first is None:
+                            continue
+                        hit = set(regs) & set(range(first, first + A_REGS))
+                        if hit:
+                            return Hazard(reader, text, min(hit), number)
+                b = _BRANCH.match(text)
+                if b and b.group(1) in labels and labels[b.group(1)] <= i and i not in looped \
+                        and groups:
+                    # a back edge with groups in flight: the loop's next trip runs with them
+                    looped.add(i)
+                    found = scan(labels[b.group(1)], i, [list(g) for g in groups],
+                                 list(open_group), looped)
+                    if found:
+                        return found
+            i += 1
+        return None
+    return scan(0, len(code), [], [], set())
+
+
+def register_operand(ttgir: str) -> bool:
+    """Whether a Hopper kernel feeds a wgmma's A operand from registers (a tensor, not a
+    shared-memory descriptor): the only kernels the SASS scan is needed for."""
+    return any(not m.group(1).startswith("!ttg.memdesc")
+               for m in re.finditer(r"ttng\.warp_group_dot %\S+, %\S+, %\S+.*? : (\S+)", ttgir))
