@@ -96,3 +96,67 @@ def test_register_operand_reads_the_first_dot_operand_type():
     assert register_operand(rs) and not register_operand(ss)
     assert not register_operand("tt.dot")
     assert wgmma_hazard.A_REGS == 4
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _survey(*args: str):
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "convgen.kernels.wgmma_hazard", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_the_survey_compiles_a_databases_bests_for_sm90_and_scans_them(tmp_path):
+    from convgen.dtypes import elem_type
+    from convgen.problem import make_problem
+    from convgen.tuning_db import TuningDB, problem_key
+    p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), n=2, g=1, c_total=128,
+                     k_total=128, hi=9, wi=9, y=3, x=3, pad=(1, 1, 1, 1),
+                     layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
+    key = problem_key(p, "sm90", "NVIDIA H100 80GB HBM3", "3.6.0", "0123456789ab")
+    db_path = str(tmp_path / "t.sqlite")
+    text = ("block_m=128,block_n=128,block_k=64,num_warps=4,num_stages=4,split=1,group_m=8,"
+            "tma=1")
+    with TuningDB(db_path) as db:
+        db.record(key, text, "ok", ms=0.1, tflops=100.0)
+        db.set_best(key, text, 0.1, 100.0, "gpu reference [1 1 1]")
+    rows = tmp_path / "rows.jsonl"
+    proc = _survey("--bests", db_path, "-j", "1", "--json", str(rows))
+    # this machine's Triton: the wait at each step leaves no wgmma in flight at the loads
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 kernels compiled for sm90" in proc.stdout and "0 with the hazard" in proc.stdout
+    import json
+    (row,) = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert row["config"] == text and row["register_operand"] and row["hazard"] is None
+
+
+@pytest.mark.parametrize("args,why", [
+    ((), "nothing to compile"),
+    (("--lines", "/no/such.lines"), "cannot read '/no/such.lines'"),
+    (("--bests", "/no/such.sqlite"), "/no/such.sqlite"),
+])
+def test_the_survey_refuses_bad_input_in_one_line(args, why):
+    proc = _survey(*args)
+    assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("wgmma-hazard: error: ") and proc.stderr.count("\n") == 1
+
+
+def test_the_survey_names_each_hazard_and_exits_1(monkeypatch, capsys, tmp_path):
+    lines = tmp_path / "one.lines"
+    lines.write_text("# a comment\n--operation conv2d_bwd_weight -t f16 -batchsize=2 -in_channels=64 "
+                     "-out_channels=64 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3 -padding_h=1 -padding_w=1\n")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+    def fake(items, jobs):
+        assert items and all(source[0] == "flags" for source, _ in items)
+        yield {"problem": "P", "config": items[0][1], "register_operand": True,
+               "hazard": "ptxas writes R8 (...)"}
+        yield {"problem": "P", "config": items[1][1], "register_operand": False, "hazard": None}
+    monkeypatch.setattr(wgmma_hazard, "survey", fake)
+    assert wgmma_hazard.main(["--lines", str(lines)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("P: ") and "ptxas writes R8" in out and "1 with the hazard" in out

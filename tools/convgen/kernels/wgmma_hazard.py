@@ -129,3 +129,134 @@ def register_operand(ttgir: str) -> bool:
     shared-memory descriptor): the only kernels the SASS scan is needed for."""
     return any(not m.group(1).startswith("!ttg.memdesc")
                for m in re.finditer(r"ttng\.warp_group_dot %\S+, %\S+, %\S+.*? : (\S+)", ttgir))
+
+
+# ---- the survey: compile kernels for sm90 here and scan them --------------------------
+
+def _problem(source: tuple):
+    """A problem from its picklable form: ("flags", convgen's flags) or ("row", a tuning
+    database row)."""
+    kind, value = source
+    if kind == "row":
+        from convgen.selector import _problem_of
+        return _problem_of(value)
+    from convgen import cli
+    return cli.parse(list(value) + ["-x2"]).problem
+
+
+def _survey_one(item: tuple) -> dict:
+    """Compile one (problem source, config text) for sm90 with this machine's Triton and
+    ptxas and scan its SASS (a worker of survey())."""
+    source, text = item
+    from convgen.kernels import isa
+    from convgen.kernels.config import choose, from_text
+    p = _problem(source)
+    row = {"problem": p.describe(), "config": text}
+    try:
+        cfg = choose(p, isa.backend_of("sm90"), True, from_text(text))
+        k = isa.compile_problem(p, cfg, "sm90")
+    except Exception as e:   # noqa: BLE001 - a config that does not compile is reported, not scanned
+        from convgen.kernels.launch import triton_failure
+        row["failed"] = triton_failure(e) or " ".join(f"{type(e).__name__}: {e}".split())[:300]
+        return row
+    row["register_operand"] = register_operand(k.asm["ttgir"])
+    hazard = find(k.asm["sass"]) if row["register_operand"] else None
+    row["hazard"] = hazard.describe() if hazard else None
+    return row
+
+
+def survey(items: list, jobs: int = 1):
+    """Yield _survey_one's row for each (problem source, config text), `jobs` processes at
+    once (each compile is a process's whole CPU)."""
+    if jobs <= 1:
+        yield from map(_survey_one, items)
+        return
+    import multiprocessing
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        yield from pool.imap(_survey_one, items)
+
+
+def _lines_flags(path: str) -> list:
+    """convgen's flags of each problem of a `convgen tune --lines` file."""
+    import shlex
+    with open(path) as f:
+        return [tuple(w for w in shlex.split(line.split("|")[0])
+                      if w not in ("convgen", "%convgen", "rocmlir-gen"))
+                for line in f if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _bests(path: str) -> list:
+    """(("row", row), config) of every sm90 best row of a tuning database."""
+    from convgen.tuning_db import TuningDB
+    with TuningDB(path, readonly=True) as db:
+        cur = db.con.execute("SELECT * FROM best WHERE arch = 'sm90'")
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur]
+    return [(("row", r), r["config"]) for r in rows]
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    import os
+    import sys
+    ap = argparse.ArgumentParser(
+        prog="python -m convgen.kernels.wgmma_hazard",
+        description="compile kernels for sm90 with this machine's Triton and its ptxas and find "
+                    "a register written while a wgmma that reads it is in flight; exit 1 if any")
+    ap.add_argument("--lines", action="append", default=[], metavar="FILE",
+                    help="problems as convgen tune --lines takes them: every matrix-core config "
+                         "of each one's space (kernels/config.space)")
+    ap.add_argument("--bests", metavar="DB", help="the best config of every sm90 problem of a "
+                                                  "tuning database")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", metavar="FILE", help="every kernel's row, one JSON object a line")
+    args = ap.parse_args(argv)
+
+    def fail(message: str) -> int:
+        print(f"wgmma-hazard: error: {message}", file=sys.stderr)
+        return 2
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return fail("unset TRITON_INTERPRET to compile for sm90")
+    if not args.lines and not args.bests:
+        return fail("nothing to compile: give --lines FILE or --bests DB")
+    from convgen.errors import ConvgenError
+    from convgen.kernels import config, isa
+    items = []
+    try:
+        for path in args.lines:
+            for flags in _lines_flags(path):
+                p = _problem(("flags", flags))
+                items += [(("flags", flags), c.describe())
+                          for c in config.space(p, isa.backend_of("sm90"))]
+        if args.bests:
+            items += _bests(args.bests)
+    except OSError as e:
+        return fail(f"cannot read '{e.filename}': {e.strerror}")
+    except ConvgenError as e:
+        return fail(str(e))
+    counts = {"kernels": 0, "register_operand": 0, "hazard": 0, "failed": 0}
+    out = open(args.json, "w") if args.json else None
+    try:
+        for row in survey(items, args.jobs):
+            counts["kernels"] += 1
+            counts["register_operand"] += bool(row.get("register_operand"))
+            counts["failed"] += "failed" in row
+            if row.get("hazard"):
+                counts["hazard"] += 1
+                print(f"{row['problem']}: {row['config']}: {row['hazard']}")
+            if out:
+                out.write(json.dumps(row) + "\n")
+    finally:
+        if out:
+            out.close()
+    import triton
+    print(f"# wgmma-hazard: {counts['kernels']} kernels compiled for sm90 with Triton "
+          f"{triton.__version__} ({counts['failed']} failed to compile), "
+          f"{counts['register_operand']} with a register wgmma operand, {counts['hazard']} "
+          "with the hazard")
+    return 1 if counts["hazard"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
