@@ -888,3 +888,23 @@ def test_the_selector_sweeps_report_only_the_directions_a_database_holds(tmp_pat
     assert p.returncode == 0, p.stdout + p.stderr
     result = p.stdout.strip().splitlines()[-1]
     assert "'overall': [" in result and "'fwd': [" in result and "bwd_data" not in result, result
+
+
+def test_a_problem_without_a_best_row_is_data_when_every_config_of_its_space_has_a_time(tmp_path):
+    """A kernel edit takes a problem's best row until it is tuned again (tuning/README.md);
+    its old times of every config still teach the model. A problem with only some configs
+    timed does not (the test above)."""
+    from convgen.kernels import config
+    rows = _rows()
+    every = {q.key: q for q in selector.load_dataset(_build_db(tmp_path / "a.sqlite", rows), "sm90")}
+    unfinished = _build_db(tmp_path / "b.sqlite", rows, finished=False)
+    loaded = {q.key for q in selector.load_dataset(unfinished, "sm90")}
+    complete = {}
+    for key, q in every.items():
+        space = {c.describe() for c in config.space(q.problem, selector._backend_for("sm90"))}
+        measured = {r["config"] for r in rows
+                    if all(r.get(c, H100.get(c)) == v for c, v in zip(
+                        ("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS, key))}
+        complete[key] = space <= measured
+    assert loaded == {k for k, done in complete.items() if done}
+    assert any(complete.values()) and not all(complete.values()), complete

@@ -459,14 +459,16 @@ def _drop_host_timed(by_config: dict, space) -> None:
 
 
 def load_dataset(db_path: str, arch: str) -> list[Problem]:
-    """Every problem measured on `arch` whose tuning finished (it has a best row), with the
-    configs valid for it now. The measurements of all kernel versions count (the latest
-    of each config wins; _drop_host_timed leaves out per-launch times a finished retime
-    left behind): a kernel edit that changes speed shows up as new rows when its problems
-    are tuned again. A config that compiled but failed, or failed the reference check,
-    counts as 0 TFLOPS: the model must learn to avoid it. A problem whose tuning was
-    stopped part way has only some configs measured: its best so far would judge a pick
-    among a few, so it waits for the rest."""
+    """Every problem measured on `arch` whose tuning finished (it has a best row, or every
+    config of today's space has a time under some kernel version), with the configs valid
+    for it now. The measurements of all kernel versions count (the latest of each config
+    wins; _drop_host_timed leaves out per-launch times a finished retime left behind): a
+    kernel edit that changes speed shows up as new rows when its problems are tuned again,
+    and a problem whose best went with such an edit still teaches its old times until
+    then. A config that compiled but failed, or failed the reference check, counts as 0
+    TFLOPS: the model must learn to avoid it. A problem whose tuning was stopped part way
+    has only some configs measured: its best so far would judge a pick among a few, so it
+    waits for the rest."""
     from convgen.kernels import config as kconfig
     from convgen.tuning_db import TuningDB
     backend = _backend_for(arch)
@@ -477,7 +479,6 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
         rows = [dict(zip(names, r)) for r in cur]
         finished = set(db.con.execute(f"SELECT DISTINCT {', '.join(problem_columns)} FROM best "
                                       "WHERE arch = ?", (arch,)))
-    rows = [r for r in rows if tuple(r[c] for c in problem_columns) in finished]
     grouped: dict[tuple, dict] = defaultdict(dict)
     devices = {}
     for row in rows:
@@ -488,7 +489,11 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     for full_key, by_config in sorted(grouped.items()):
         first = devices[full_key]
         p = _problem_of(first)
-        _drop_host_timed(by_config, lambda: [c.describe() for c in kconfig.space(p, backend)])
+        space = functools.cache(lambda: [c.describe() for c in kconfig.space(p, backend)])
+        if tuple(first[c] for c in problem_columns) not in finished \
+                and not set(space()) <= set(by_config):
+            continue
+        _drop_host_timed(by_config, space)
         configs, tflops = [], []
         for text, row in sorted(by_config.items()):
             try:
