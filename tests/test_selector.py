@@ -908,3 +908,35 @@ def test_a_problem_without_a_best_row_is_data_when_every_config_of_its_space_has
         complete[key] = space <= measured
     assert loaded == {k for k, done in complete.items() if done}
     assert any(complete.values()) and not all(complete.values()), complete
+
+
+def test_a_failed_reference_check_of_an_older_kernel_version_is_not_data(tmp_path):
+    """A `wrong` row says a config gave wrong results with the kernels it ran; once its
+    direction's kernels changed (newer rows under another digest) it says nothing of
+    today's, as with the bwd_weight race the per-step wgmma wait fixed. Times of older
+    versions still count, and a `wrong` of the newest version counts as 0 TFLOPS."""
+    import sqlite3
+    rows = _rows()
+    first = {c: rows[0][c] for c in KEY_COLUMNS if c in rows[0]}
+    same = [r for r in rows if all(r.get(c) == v for c, v in first.items())]
+    bad = same[0]["config"]
+    changed = [{**r, "status": "wrong", "ms": 0.01, "tflops": None} if r is same[0] else r
+               for r in rows]
+
+    def load(newer_kernel: bool):
+        db = _build_db(tmp_path / f"t{newer_kernel}.sqlite", changed)
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE measurements SET measured_at = '2026-01-01T00:00:00'")
+            if newer_kernel:   # the direction's other problems measured again, later
+                con.execute("UPDATE measurements SET kernel = 'newer', measured_at = "
+                            "'2026-02-01T00:00:00' WHERE direction = ? AND NOT (" +
+                            " AND ".join(f"{c} = ?" for c in first) + ")",
+                            [first["direction"], *first.values()])
+        key = tuple(first[c] for c in ("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS)
+        (q,) = [q for q in selector.load_dataset(db, "sm90") if q.key == key]
+        return dict(zip((c.describe() for c in q.configs), q.tflops))
+    today = load(False)
+    assert today[bad] == 0.0                   # the newest version's failure: 0 TFLOPS
+    older = load(True)
+    assert bad not in older                     # an older version's: no row at all
+    assert set(older) == set(today) - {bad} and all(older[c] == today[c] for c in older)
