@@ -467,8 +467,10 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     and a problem whose best went with such an edit still teaches its old times until
     then. A config that compiled but failed, or failed the reference check, counts as 0
     TFLOPS: the model must learn to avoid it; but a failed reference check under an older
-    version of its direction's kernels than the newest measured says nothing of today's
-    (the race docs/traps.md tells of was one), so that row is left out. A problem whose
+    version of its direction's kernels than the newest measured says nothing sure of
+    today's (the race docs/traps.md tells of was fixed so), so that config is left out of
+    its problem (after the problem counts as finished); the next tune of the problem
+    checks it again. A problem whose
     tuning was stopped part way has only some configs measured: its best so far would
     judge a pick among a few, so it waits for the rest."""
     from convgen.kernels import config as kconfig
@@ -485,8 +487,6 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     grouped: dict[tuple, dict] = defaultdict(dict)
     devices = {}
     for row in rows:
-        if row["status"] == "wrong" and row["kernel"] != newest[row["direction"]]:
-            continue
         key = (row["direction"], row["dtype"], row["layouts"]) + tuple(row[c] for c in SHAPE_COLUMNS)
         grouped[(row["device"],) + key][row["config"]] = row   # the latest wins
         devices[(row["device"],) + key] = row
@@ -498,6 +498,9 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
         if tuple(first[c] for c in problem_columns) not in finished \
                 and not set(space()) <= set(by_config):
             continue
+        for text in [t for t, r in by_config.items()
+                     if r["status"] == "wrong" and r["kernel"] != newest[r["direction"]]]:
+            del by_config[text]
         _drop_host_timed(by_config, space)
         configs, tflops = [], []
         for text, row in sorted(by_config.items()):

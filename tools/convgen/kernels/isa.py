@@ -140,13 +140,25 @@ def compile_problem(p, cfg, target: str, use_dot: bool = True):
     """The kernel convgen launches for problem `p` with config `cfg` on `target`, compiled
     without memory or a GPU (its tensors are meta tensors)."""
     from convgen.kernels.launch import launch_spec
-    ins, out = _meta_tensors(p, p.dtype.out_type.torch_dtype)
-    # what a launch on an sm90 GPU decides from its tensors' device (tma.wgmma_waits)
-    out._convgen_sm90 = target == "sm90"
-    spec = launch_spec(p, ins, out, cfg, use_dot, False)
+    global _COMPILING_FOR
+    # what a launch on the GPU decides from its tensors' device (tma.wgmma_waits)
+    before, _COMPILING_FOR = _COMPILING_FOR, target
+    try:
+        spec = launch_spec(p, *_meta_tensors(p, p.dtype.out_type.torch_dtype), cfg, use_dot, False)
+    finally:
+        _COMPILING_FOR = before
     types, constants, aligned = _launch_signature(spec.runtime)
     return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
                           cfg.compile_options(), aligned)
+
+
+_COMPILING_FOR = None
+
+
+def compiling_for() -> str | None:
+    """The target compile_problem is building a launch for (its meta tensors have no
+    device to ask), else None."""
+    return _COMPILING_FOR
 
 
 def compile_reference(direction: str, target: str):

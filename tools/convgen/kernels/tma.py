@@ -429,8 +429,8 @@ def _wgmma_wait(ON: tl.constexpr):
     leaves a step's wgmma groups in flight at the loop's back edge, and the ptxas it ships
     (CUDA 12.8) then loads the next step's operand into the registers they still read: whole
     16-row bands of a tile came out wrong, a different number each run, on the H100
-    (docs/traps.md; kernels/wgmma_hazard.py finds it in the SASS). Waiting here cost 0-8%
-    (docs/data/bwd-weight-wgmma-wait-h100.log)."""
+    (docs/traps.md; kernels/wgmma_hazard.py finds it in the SASS). Waiting here made a
+    config 0-9% slower (docs/data/bwd-weight-wgmma-wait-h100.log)."""
     if ON:
         tl.inline_asm_elementwise("wgmma.wait_group.sync.aligned 0;", "=r", [], dtype=tl.int32,
                                   is_pure=False, pack=1)
@@ -850,11 +850,12 @@ def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
 
 def wgmma_waits(t) -> bool:
     """Whether the bwd_weight kernels writing tensor t wait for their wgmma each step
-    (_wgmma_wait): on an sm90 GPU, and for a cross-compile for sm90 (isa.compile_problem
-    marks its meta tensors so)."""
+    (_wgmma_wait): on an sm90 GPU, and in a cross-compile for sm90 (isa.compile_problem,
+    whose tensors, and those kernels/s2d.py makes from them, are meta tensors)."""
     import torch
     if t.device.type == "meta":
-        return getattr(t, "_convgen_sm90", False)
+        from convgen.kernels import isa
+        return isa.compiling_for() == "sm90"
     return (t.device.type == "cuda" and torch.version.hip is None
             and torch.cuda.get_device_capability(t.device) == (9, 0))
 

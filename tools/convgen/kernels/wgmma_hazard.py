@@ -22,13 +22,16 @@ from dataclasses import dataclass
 
 A_REGS = 4   # an m64 wgmma's A fragment: 64 rows x 32 bytes over 128 threads
 _LABEL = re.compile(r"^\s*(\w+):\s*$")
-_HGMMA = re.compile(r"^HGMMA\.\S+\s+R\d+,\s*(R(\d+)|\S+),")
+_HGMMA = re.compile(r"^HGMMA\.\S+\s+R\d+,\s*(R(\d+)(?:\.reuse)?|\S+),")
 _DEPBAR = re.compile(r"^WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-fA-F]+|\d+)")
 _BRANCH = re.compile(r"^BRA(?:\.\S+)?\s+`?\(?\.?(\w+)")
-_DEST = re.compile(r"^(\S+)\s+R(\d+)\b")
+# the first register written: the first operand, or the one after a predicate written
+# first (LOP3.LUT P1, R22, ..; SHFL.IDX PT, R9, ..)
+_DEST = re.compile(r"^(\S+)\s+(?:!?U?P(?:T|\d+),\s*)?R(\d+)\b")
 # opcodes whose first register operand is read, not written
-_NO_DEST = ("ST", "STS", "STG", "STL", "STSM", "RED", "REDG", "BAR", "BRA", "EXIT", "HGMMA",
-            "WARPGROUP", "SYNCS", "MEMBAR", "FENCE", "UTMALDG", "UTMASTG", "RET", "CALL")
+_NO_DEST = ("ST", "STS", "STG", "STL", "STSM", "RED", "REDG", "BAR", "BRA", "BRX", "JMP",
+            "JMX", "EXIT", "HGMMA", "WARPGROUP", "SYNCS", "MEMBAR", "FENCE", "UTMALDG",
+            "UTMASTG", "RET", "CALL", "ISETP", "FSETP", "DSETP", "HSETP2", "PLOP3", "R2P")
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,10 @@ def _written(text: str) -> range:
     width = 1
     if opcode.startswith("LDSM"):
         width = 4 if mods[-1] == "4" else 2 if mods[-1] == "2" else 1
-    elif "128" in mods:
+    elif "128" in mods or mods[0] == "HMMA":
         width = 4
-    elif "64" in mods or "WIDE" in mods or mods[0] == "CS2R":
+    elif ("64" in mods or "WIDE" in mods or "F64" in mods or mods[0] in ("DADD", "DMUL", "DFMA")
+          or (mods[0] == "CS2R" and "32" not in mods)):
         width = 2
     first = int(m.group(2))
     return range(first, first + width)
@@ -112,7 +116,7 @@ def find(sass: str) -> Hazard | None:
                             return Hazard(reader, text, min(hit), number)
                 b = _BRANCH.match(text)
                 if b and b.group(1) in labels and labels[b.group(1)] <= i and i not in looped \
-                        and groups:
+                        and (groups or open_group):
                     # a back edge with groups in flight: the loop's next trip runs with them
                     looped.add(i)
                     found = scan(labels[b.group(1)], i, [list(g) for g in groups],
@@ -127,8 +131,10 @@ def find(sass: str) -> Hazard | None:
 def register_operand(ttgir: str) -> bool:
     """Whether a Hopper kernel feeds a wgmma's A operand from registers (a tensor, not a
     shared-memory descriptor): the only kernels the SASS scan is needed for."""
-    return any(not m.group(1).startswith("!ttg.memdesc")
-               for m in re.finditer(r"ttng\.warp_group_dot %\S+, %\S+, %\S+.*? : (\S+)", ttgir))
+    # the first " : " that a type follows (an attribute such as `inputPrecision = 0 : i32`
+    # may come before it)
+    return any(m.group(1) == "tensor<" for m in re.finditer(
+        r"ttng\.warp_group_dot %\S+, %\S+, %\S+[^\n]*? : (tensor<|!ttg\.memdesc<)", ttgir))
 
 
 # ---- the survey: compile kernels for sm90 here and scan them --------------------------
@@ -146,21 +152,24 @@ def _problem(source: tuple):
 
 def _survey_one(item: tuple) -> dict:
     """Compile one (problem source, config text) for sm90 with this machine's Triton and
-    ptxas and scan its SASS (a worker of survey())."""
+    ptxas and scan its SASS (a worker of survey()). Every kernel is scanned: the TTGIR's
+    register operand is only counted, so a Triton that prints its dots otherwise cannot
+    hide a hazard."""
     source, text = item
-    from convgen.kernels import isa
-    from convgen.kernels.config import choose, from_text
-    p = _problem(source)
-    row = {"problem": p.describe(), "config": text}
+    row = {"problem": str(source[1]), "config": text}
     try:
+        from convgen.kernels import isa
+        from convgen.kernels.config import choose, from_text
+        p = _problem(source)
+        row["problem"] = p.describe()
         cfg = choose(p, isa.backend_of("sm90"), True, from_text(text))
         k = isa.compile_problem(p, cfg, "sm90")
-    except Exception as e:   # noqa: BLE001 - a config that does not compile is reported, not scanned
+        row["register_operand"] = register_operand(k.asm["ttgir"])
+        hazard = find(k.asm["sass"])
+    except Exception as e:   # noqa: BLE001 - reported as the row's failure, not scanned
         from convgen.kernels.launch import triton_failure
         row["failed"] = triton_failure(e) or " ".join(f"{type(e).__name__}: {e}".split())[:300]
         return row
-    row["register_operand"] = register_operand(k.asm["ttgir"])
-    hazard = find(k.asm["sass"]) if row["register_operand"] else None
     row["hazard"] = hazard.describe() if hazard else None
     return row
 
@@ -233,10 +242,15 @@ def main(argv=None) -> int:
             items += _bests(args.bests)
     except OSError as e:
         return fail(f"cannot read '{e.filename}': {e.strerror}")
-    except ConvgenError as e:
+    except (ConvgenError, ValueError) as e:   # ValueError: shlex's unbalanced quote
         return fail(str(e))
+    if not items:
+        return fail("no kernel to compile: the lines hold no problem, or the database no sm90 best")
+    try:
+        out = open(args.json, "w") if args.json else None
+    except OSError as e:
+        return fail(f"--json: cannot write '{args.json}': {e.strerror}")
     counts = {"kernels": 0, "register_operand": 0, "hazard": 0, "failed": 0}
-    out = open(args.json, "w") if args.json else None
     try:
         for row in survey(items, args.jobs):
             counts["kernels"] += 1
@@ -251,11 +265,15 @@ def main(argv=None) -> int:
         if out:
             out.close()
     import triton
-    print(f"# wgmma-hazard: {counts['kernels']} kernels compiled for sm90 with Triton "
-          f"{triton.__version__} ({counts['failed']} failed to compile), "
+    print(f"# wgmma-hazard: {counts['kernels']} kernels for sm90 with Triton "
+          f"{triton.__version__}, {counts['failed']} of them not compiled or not scanned, "
           f"{counts['register_operand']} with a register wgmma operand, {counts['hazard']} "
           "with the hazard")
-    return 1 if counts["hazard"] else 0
+    if counts["hazard"]:
+        return 1
+    if counts["failed"] == counts["kernels"]:
+        return fail("no kernel was compiled and scanned (the rows' \"failed\" say why)")
+    return 0
 
 
 if __name__ == "__main__":
