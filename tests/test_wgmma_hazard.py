@@ -140,7 +140,7 @@ def test_the_survey_compiles_a_databases_bests_for_sm90_and_scans_them(tmp_path)
     ((), None, "nothing to compile"),
     (("--lines", "/no/such.lines"), None, "cannot read '/no/such.lines'"),
     (("--bests", "/no/such.sqlite"), None, "/no/such.sqlite"),
-    (("--lines", "{lines}"), "# only a comment\n", "no kernel to compile"),
+    (("--lines", "{lines}"), "# only a comment\n", "no problem to tune"),
     (("--lines", "{lines}"), "--operation conv2d -t f16 -in_layout='nhwc\n", "quotation"),
     (("--lines", "{lines}"), "--operation conv2d -t f99\n", "f99"),
     (("--lines", "{lines}", "--json", "/no/such/dir/rows.jsonl"),
@@ -174,7 +174,7 @@ def test_the_survey_names_each_hazard_and_exits_1(monkeypatch, capsys, tmp_path)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
 
     def fake(items, jobs):
-        assert items and all(source[0] == "flags" for source, _ in items)
+        assert items and all(source[0] == "lines" for source, _ in items)
         yield {"problem": "P", "config": items[0][1], "register_operand": True,
                "hazard": "ptxas writes R8 (...)"}
         yield {"problem": "P", "config": items[1][1], "register_operand": False, "hazard": None}

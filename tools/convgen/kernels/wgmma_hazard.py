@@ -17,6 +17,7 @@ carries gsb0 and retired by WARPGROUP.DEPBAR.LE gsb0, N (all but the newest N).
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -140,14 +141,20 @@ def register_operand(ttgir: str) -> bool:
 # ---- the survey: compile kernels for sm90 here and scan them --------------------------
 
 def _problem(source: tuple):
-    """A problem from its picklable form: ("flags", convgen's flags) or ("row", a tuning
-    database row)."""
-    kind, value = source
-    if kind == "row":
+    """A problem from its picklable form: ("lines", a `convgen tune --lines` file, the
+    problem's index there) or ("row", a tuning database row)."""
+    if source[0] == "row":
         from convgen.selector import _problem_of
-        return _problem_of(value)
+        return _problem_of(source[1])
+    return _lines_problems(source[1])[source[2]]
+
+
+@functools.cache
+def _lines_problems(path: str) -> list:
+    """The problems of a `convgen tune --lines` file, read as tune reads them (once per
+    process)."""
     from convgen import cli
-    return cli.parse(list(value) + ["-x2"]).problem
+    return [c.problem for c in cli.parse_tune(["--lines", path])["configs"]]
 
 
 def _survey_one(item: tuple) -> dict:
@@ -183,15 +190,6 @@ def survey(items: list, jobs: int = 1):
     import multiprocessing
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
         yield from pool.imap(_survey_one, items)
-
-
-def _lines_flags(path: str) -> list:
-    """convgen's flags of each problem of a `convgen tune --lines` file."""
-    import shlex
-    with open(path) as f:
-        return [tuple(w for w in shlex.split(line.split("|")[0])
-                      if w not in ("convgen", "%convgen", "rocmlir-gen"))
-                for line in f if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _bests(path: str) -> list:
@@ -234,9 +232,8 @@ def main(argv=None) -> int:
     items = []
     try:
         for path in args.lines:
-            for flags in _lines_flags(path):
-                p = _problem(("flags", flags))
-                items += [(("flags", flags), c.describe())
+            for i, p in enumerate(_lines_problems(path)):
+                items += [(("lines", path, i), c.describe())
                           for c in config.space(p, isa.backend_of("sm90"))]
         if args.bests:
             items += _bests(args.bests)
