@@ -65,6 +65,11 @@ def test_a_write_after_the_wait_retires_the_group_is_safe_and_one_before_is_not(
     # a register outside the fragment, or one only read, is no hazard
     assert find(_sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0",
                       "MOV R12, R8", "STS [R2], R9", "WARPGROUP.DEPBAR.LE gsb0, 0x0")) is None
+    # compares and predicate logic write predicates only: the fragment they read is safe
+    for reader in ("ISETP.GE.AND P0, PT, R9, 0x1, PT", "FSETP.GT.AND P1, P2, R10, RZ, PT",
+                   "HSETP2.GT.AND P0, PT, R11, RZ, PT", "DSETP.GT.AND P0, PT, R8, RZ, PT",
+                   "PLOP3.LUT P0, PT, P1, PT, PT, 0x80, 0x0"):
+        assert find(_sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0", reader)) is None, reader
 
 
 def test_shared_memory_wgmma_groups_count_in_the_waits():

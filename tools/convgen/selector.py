@@ -470,17 +470,14 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     version of its direction's kernels than the newest measured says nothing sure of
     today's (the race docs/traps.md tells of was fixed so), so that config is left out of
     its problem (after the problem counts as finished); the next tune of the problem
-    checks it again. A problem whose
-    tuning was stopped part way has only some configs measured: its best so far would
-    judge a pick among a few, so it waits for the rest."""
+    checks it again. A problem whose tuning was stopped part way has only some configs
+    measured: its best so far would judge a pick among a few, so it waits for the rest."""
     from convgen.kernels import config as kconfig
     from convgen.tuning_db import TuningDB
     backend = _backend_for(arch)
     problem_columns = ("device", "direction", "dtype", "layouts") + SHAPE_COLUMNS
     with TuningDB(db_path, readonly=True) as db:
-        cur = db.con.execute("SELECT * FROM measurements WHERE arch = ? ORDER BY measured_at", (arch,))
-        names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur]
+        rows = db.rows("SELECT * FROM measurements WHERE arch = ? ORDER BY measured_at", (arch,))
         finished = set(db.con.execute(f"SELECT DISTINCT {', '.join(problem_columns)} FROM best "
                                       "WHERE arch = ?", (arch,)))
     newest = {row["direction"]: row["kernel"] for row in rows}   # rows in time order

@@ -261,6 +261,13 @@ class TuningDB:
                                f"WHERE {_KEY_MATCH}", key).fetchone()
         return Best(*row) if row else None
 
+    def rows(self, sql: str, args=()) -> list[dict]:
+        """The rows of a query as dicts keyed by column name (callers read columns by name,
+        so a column added to the schema does not shift them)."""
+        cur = self.con.execute(sql, args)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
+
     def counts(self) -> dict:
         """How many problems have a best config, and measurements by status (for reports)."""
         out = {"best": self.con.execute("SELECT COUNT(*) FROM best").fetchone()[0]}
@@ -272,9 +279,7 @@ class TuningDB:
         """Every row of both tables as JSON lines, sorted: a text form for review and diffs."""
         lines = []
         for table in ("best", "measurements"):
-            cur = self.con.execute(f"SELECT * FROM {table}")
-            names = [d[0] for d in cur.description]
-            rows = sorted(json.dumps({"table": table, **dict(zip(names, r))}, sort_keys=True)
-                          for r in cur)
+            rows = sorted(json.dumps({"table": table, **r}, sort_keys=True)
+                          for r in self.rows(f"SELECT * FROM {table}"))
             lines += rows
         return "\n".join(lines) + ("\n" if lines else "")

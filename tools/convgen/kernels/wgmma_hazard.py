@@ -29,10 +29,11 @@ _BRANCH = re.compile(r"^BRA(?:\.\S+)?\s+`?\(?\.?(\w+)")
 # the first register written: the first operand, or the one after a predicate written
 # first (LOP3.LUT P1, R22, ..; SHFL.IDX PT, R9, ..)
 _DEST = re.compile(r"^(\S+)\s+(?:!?U?P(?:T|\d+),\s*)?R(\d+)\b")
-# opcodes whose first register operand is read, not written
+# opcodes whose first register operand is read, not written (the compares, PLOP3 and
+# friends write only predicates: _DEST, which wants a register after them, skips them)
 _NO_DEST = ("ST", "STS", "STG", "STL", "STSM", "RED", "REDG", "BAR", "BRA", "BRX", "JMP",
             "JMX", "EXIT", "HGMMA", "WARPGROUP", "SYNCS", "MEMBAR", "FENCE", "UTMALDG",
-            "UTMASTG", "RET", "CALL", "ISETP", "FSETP", "DSETP", "HSETP2", "PLOP3", "R2P")
+            "UTMASTG", "RET", "CALL", "R2P")
 
 
 @dataclass(frozen=True)
@@ -196,9 +197,7 @@ def _bests(path: str) -> list:
     """(("row", row), config) of every sm90 best row of a tuning database."""
     from convgen.tuning_db import TuningDB
     with TuningDB(path, readonly=True) as db:
-        cur = db.con.execute("SELECT * FROM best WHERE arch = 'sm90'")
-        names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur]
+        rows = db.rows("SELECT * FROM best WHERE arch = 'sm90'")
     return [(("row", r), r["config"]) for r in rows]
 
 
