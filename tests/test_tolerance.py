@@ -181,6 +181,52 @@ def test_bias_lean_covers_a_truncating_accumulator_and_still_catches_rounding_bu
     assert tuple(verify.verify(rz.reshape(1, 1, 1, 1, n), ref, f16, accum=trunc).bits)[0] == 0
 
 
+def _truncating_block_sums(rng, n: int, steps: int, k: int = 16):
+    """n sums of steps*k products of f16 values drawn in [-1, 1], as an mma instruction makes
+    them: k exact products summed, then added into a float32 accumulator rounding toward
+    zero; and exactly (float64), with the exact sum of the last `last` steps apart."""
+    import numpy as np
+    s = np.zeros(n, dtype=np.float32)
+    exact, chunk = np.zeros(n), 196                   # 196 steps of 16: one 56x56 image
+    for _ in range(steps // chunk):
+        a, b = (rng.uniform(-1, 1, (chunk, k, n)).astype(np.float16).astype(np.float64)
+                for _ in range(2))
+        block = (a * b).sum(axis=1)                   # exact: 16 products of 22 bits
+        exact += block.sum(axis=0)
+        for step in block:
+            wide = s.astype(np.float64) + step
+            near = wide.astype(np.float32)
+            s = np.where(np.abs(near.astype(np.float64)) > np.abs(wide),
+                         np.nextafter(near, np.float32(0)), near)
+    return s, exact, block.sum(axis=0)
+
+
+def test_a_long_sum_through_truncating_matrix_units_passes_and_a_missed_image_fails():
+    """The H100 tune's `wrong` row of 2026-11-24 (docs/traps.md): depthwise bwd_weight at
+    batch 256 on 56x56 sums 802,816 products per output through mma.sync, every 16 of them
+    truncated into fp32. Truncation's errors all point toward zero from the partial sum, so
+    they add up (like n, not sqrt(n)): the element-wise floor of a rounding accumulator
+    fails a correct kernel; the truncating one passes it, and still fails a kernel whose
+    loop over the batch stops one image short."""
+    import numpy as np
+    from convgen import verify
+    f16 = dtypes.elem_type("f16")
+    steps = 256 * 56 * 56 // 16
+    kern, exact, last_image = _truncating_block_sums(np.random.default_rng(1), 256, steps)
+    as_kern = torch.from_numpy(kern).to(torch.float16).reshape(1, 1, 1, 1, -1)
+    ref = torch.from_numpy(exact).to(torch.float16).double().reshape(1, 1, 1, 1, -1)
+    nearest = Accumulation(n=steps * 16, u_comp=0.0, u_acc=F32_ACC)
+    trunc = Accumulation(n=steps * 16, u_comp=0.0, u_acc=F32_ACC, truncates=True)
+    assert verify.verify(as_kern, ref, f16, accum=nearest).bits[2] == 0
+    assert tuple(verify.verify(as_kern, ref, f16, accum=trunc).bits) == (1, 1, 1)
+    short = torch.from_numpy(kern - last_image).to(torch.float16).reshape(1, 1, 1, 1, -1)
+    assert verify.verify(short, ref, f16, accum=trunc).bits[2] == 0
+    # below ~16k terms the sqrt(n) term is the larger: a 3x3x512 floor moves by half
+    short_sum = tolerance.terms(f16, Accumulation(4608, 0.0, F32_ACC, truncates=True))
+    assert short_sum.atol_k == pytest.approx(
+        tolerance.terms(f16, Accumulation(4608, 0.0, F32_ACC)).atol_k + 4608 / 16 * F32_ACC)
+
+
 def test_the_bias_check_is_off_where_the_allowed_lean_would_hide_a_rounding_bug():
     f16 = dtypes.elem_type("f16")
     # 3x3x128: 0.14 ulp may lean, a -0.5 ulp rounding bug still stands out

@@ -11,7 +11,7 @@ The derivation, in one place:
              2^-24 for fp32*fp32; 2^-9 for tf32, whose operands may each be truncated
              to 10 fraction bits, 2^-10 apiece)
     u_acc  = unit roundoff of the accumulator (2^-24 for fp32, 0 for int32)
-    gamma  = LAMBDA * sqrt(n) * (2 * u_acc)
+    gamma  = LAMBDA * sqrt(n) * (2 * u_acc)  [+ (n / MMA_K) * u_acc where the matrix unit truncates]
 
     rms_tol = 2*u_out + u_comp + gamma
     abs_tol = (2*u_out + LAMBDA*u_comp + gamma) * max|val| + denorm_min
@@ -33,6 +33,16 @@ Why these terms:
   sum |a_i*b_i|, which the verifier never sees; max|val| stands in for it (with
   mixed-sign data sum |a_i*b_i| can be larger, roughly by sqrt(n); LAMBDA = 4
   leaves room for that, since typical errors are far below the bound).
+- n / MMA_K * u_acc, only where the accumulator may truncate (GPU matrix units,
+  Backend.dot_truncates): each instruction adds MMA_K products into the accumulator
+  and cuts the sum toward zero, losing up to 2 u_acc of the partial sum, u_acc on
+  average. Those errors do not cancel like a random walk's: they all point toward zero
+  from the partial sum, so they add up with it, like n rather than sqrt(n). With
+  mixed-sign data the sum of the partial sums over n / MMA_K steps is, for the worst
+  of a few thousand outputs, about half of (n / MMA_K) * max|val|. Below ~16k products
+  the sqrt(n) term is the larger (3x3x512: the floor 1.5x); at 802,816 (a depthwise
+  bwd_weight at batch 256 on 56x56) it is 8x, and without it a correct H100 kernel
+  failed the element-wise check (tests/test_tolerance.py has the simulation).
 - denorm_min: a floor, so that an all-zero or subnormal-sized reference still
   leaves room for one rounding in the subnormal range.
 
@@ -70,6 +80,12 @@ from dataclasses import dataclass
 from convgen import dtypes
 
 LAMBDA = 4.0
+# products one matrix instruction sums before it adds them into the accumulator: 16 for
+# f16/bf16 on NVIDIA (mma.sync m16n8k16, wgmma k16; an H100's wgmma lost less than this
+# assumes). fp8's k32 truncates half as often; tf32's k8 twice as often, where its operand
+# term is far larger. AMD's MFMA adds 16 (16x16x16) or 8 (32x32x8) at a time, and is only
+# assumed to truncate (Backend.dot_truncates): no AMD measurement has asked for more
+MMA_K = 16
 F32_U = 2.0 ** -24
 # products of these input types are exact in fp32; fp32 products round once (2^-24) and
 # tf32 drops 13 bits of each operand (up to 2^-10 each: 2^-9 a product)
@@ -256,6 +272,8 @@ def terms(out: dtypes.ElemType, accum: Accumulation | None) -> Terms:
         return Terms(0.0, 0.0, 0.0, 0.0)
     acc = accum or default_accumulation(out)
     gamma = LAMBDA * math.sqrt(max(acc.n, 1)) * (2.0 * acc.u_acc)
+    if acc.truncates:
+        gamma += acc.n / MMA_K * acc.u_acc
     return Terms(2.0 * out.u, acc.u_comp, gamma, out.denorm_min)
 
 
