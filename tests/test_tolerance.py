@@ -184,7 +184,8 @@ def test_bias_lean_covers_a_truncating_accumulator_and_still_catches_rounding_bu
 def _truncating_block_sums(rng, n: int, steps: int, k: int = 16):
     """n sums of steps*k products of f16 values drawn in [-1, 1], as an mma instruction makes
     them: k exact products summed, then added into a float32 accumulator rounding toward
-    zero; and exactly (float64), with the exact sum of the last `last` steps apart."""
+    zero; and exactly (float64); and the exact sum of the last 196 steps (the batch's
+    last 56x56 image), for a kernel whose loop stops one image short."""
     import numpy as np
     s = np.zeros(n, dtype=np.float32)
     exact, chunk = np.zeros(n), 196                   # 196 steps of 16: one 56x56 image
@@ -225,6 +226,14 @@ def test_a_long_sum_through_truncating_matrix_units_passes_and_a_missed_image_fa
     short_sum = tolerance.terms(f16, Accumulation(4608, 0.0, F32_ACC, truncates=True))
     assert short_sum.atol_k == pytest.approx(
         tolerance.terms(f16, Accumulation(4608, 0.0, F32_ACC)).atol_k + 4608 / 16 * F32_ACC)
+    assert short_sum.atol_k == pytest.approx(4.953e-5, rel=1e-3)    # the module's table note
+    # the drift is the fp32 running sum's, k products an instruction: fp8's fast
+    # accumulation (a 2^-15 matrix-unit sum) adds n/32 * 2^-24, not n/16 * 2^-15
+    fp8 = tolerance.summing(dtypes.elem_type("fp8_e4m3"), 4608, True, "ieee", 2.0 ** -15, True)
+    plain = tolerance.summing(dtypes.elem_type("fp8_e4m3"), 4608, True, "ieee", 2.0 ** -15)
+    assert fp8.mma_k == 32
+    assert tolerance.terms("f32", fp8).gamma == pytest.approx(
+        tolerance.terms("f32", plain).gamma + 4608 / 32 * F32_ACC)
 
 
 def test_the_bias_check_is_off_where_the_allowed_lean_would_hide_a_rounding_bug():

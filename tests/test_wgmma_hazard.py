@@ -68,7 +68,8 @@ def test_a_write_after_the_wait_retires_the_group_is_safe_and_one_before_is_not(
     # compares and predicate logic write predicates only: the fragment they read is safe
     for reader in ("ISETP.GE.AND P0, PT, R9, 0x1, PT", "FSETP.GT.AND P1, P2, R10, RZ, PT",
                    "HSETP2.GT.AND P0, PT, R11, RZ, PT", "DSETP.GT.AND P0, PT, R8, RZ, PT",
-                   "PLOP3.LUT P0, PT, P1, PT, PT, 0x80, 0x0"):
+                   "PLOP3.LUT P0, PT, P1, PT, PT, 0x80, 0x0", "R2P PR, R8, 0x7f",
+                   "FCHK P0, R9, R10"):
         assert find(_sass("HGMMA.64x128x16.F32 R24, R8, gdesc[UR4], R24, gsb0", reader)) is None, reader
 
 
@@ -164,7 +165,9 @@ def test_the_survey_refuses_bad_input_in_one_line(tmp_path, args, lines, why):
 def test_a_survey_that_scanned_nothing_is_no_pass(monkeypatch, capsys, tmp_path):
     lines = tmp_path / "one.lines"
     lines.write_text("--operation conv2d -t f16 -batchsize=1 -in_channels=64 -out_channels=64 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3\n")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    # not delenv: main's imports would then build the kernels as compiled JITFunctions in
+    # this process, and every later interpreter test here would fail calling them
+    monkeypatch.setattr(wgmma_hazard, "_interpreting", lambda: False)
     monkeypatch.setattr(wgmma_hazard, "survey", lambda items, jobs: (
         {"problem": "P", "config": text, "failed": "cuobjdump missing"} for _, text in items))
     assert wgmma_hazard.main(["--lines", str(lines)]) == 2
@@ -176,7 +179,9 @@ def test_the_survey_names_each_hazard_and_exits_1(monkeypatch, capsys, tmp_path)
     lines = tmp_path / "one.lines"
     lines.write_text("# a comment\n--operation conv2d_bwd_weight -t f16 -batchsize=2 -in_channels=64 "
                      "-out_channels=64 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3 -padding_h=1 -padding_w=1\n")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    # not delenv: main's imports would then build the kernels as compiled JITFunctions in
+    # this process, and every later interpreter test here would fail calling them
+    monkeypatch.setattr(wgmma_hazard, "_interpreting", lambda: False)
 
     def fake(items, jobs):
         assert items and all(source[0] == "lines" for source, _ in items)

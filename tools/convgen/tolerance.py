@@ -11,7 +11,7 @@ The derivation, in one place:
              2^-24 for fp32*fp32; 2^-9 for tf32, whose operands may each be truncated
              to 10 fraction bits, 2^-10 apiece)
     u_acc  = unit roundoff of the accumulator (2^-24 for fp32, 0 for int32)
-    gamma  = LAMBDA * sqrt(n) * (2 * u_acc)  [+ (n / MMA_K) * u_acc where the matrix unit truncates]
+    gamma  = LAMBDA * sqrt(n) * (2 * u_acc)  [+ (n / k) * 2^-24 where the matrix unit truncates]
 
     rms_tol = 2*u_out + u_comp + gamma
     abs_tol = (2*u_out + LAMBDA*u_comp + gamma) * max|val| + denorm_min
@@ -33,16 +33,19 @@ Why these terms:
   sum |a_i*b_i|, which the verifier never sees; max|val| stands in for it (with
   mixed-sign data sum |a_i*b_i| can be larger, roughly by sqrt(n); LAMBDA = 4
   leaves room for that, since typical errors are far below the bound).
-- n / MMA_K * u_acc, only where the accumulator may truncate (GPU matrix units,
-  Backend.dot_truncates): each instruction adds MMA_K products into the accumulator
-  and cuts the sum toward zero, losing up to 2 u_acc of the partial sum, u_acc on
-  average. Those errors do not cancel like a random walk's: they all point toward zero
-  from the partial sum, so they add up with it, like n rather than sqrt(n). With
-  mixed-sign data the sum of the partial sums over n / MMA_K steps is, for the worst
-  of a few thousand outputs, about half of (n / MMA_K) * max|val|. Below ~16k products
-  the sqrt(n) term is the larger (3x3x512: the floor 1.5x); at 802,816 (a depthwise
-  bwd_weight at batch 256 on 56x56) it is 8x, and without it a correct H100 kernel
-  failed the element-wise check (tests/test_tolerance.py has the simulation).
+- (n / k) * 2^-24, only where the accumulator may truncate (GPU matrix units,
+  Backend.dot_truncates): each instruction adds k products (Accumulation.mma_k) into
+  the fp32 accumulator and cuts the sum toward zero, losing up to 2^-23 of the partial
+  sum, 2^-24 on average. Those errors do not cancel like a random walk's: they all point
+  toward zero from the partial sum, so they add up with it, like n rather than sqrt(n).
+  With mixed-sign data the sum of the partial sums over n / k steps is, for the worst of
+  a few thousand outputs, about half of (n / k) * max|val|. Below ~16k products the
+  sqrt(n) term is the larger (f16 at 3x3x512: the element-wise floor 1.5x); at 802,816
+  (a depthwise bwd_weight at batch 256 on 56x56) it is 8x, and without it a correct H100
+  kernel failed the element-wise check (tests/test_tolerance.py has the simulation).
+  The term is fp32's even where the matrix unit's own sums are shorter (Hopper's fast
+  fp8, u_acc = 2^-15): those short sums live only within the window Triton promotes
+  from, and gamma's u_acc covers them; the drift is the fp32 running sum's.
 - denorm_min: a floor, so that an all-zero or subnormal-sized reference still
   leaves room for one rounding in the subnormal range.
 
@@ -58,7 +61,10 @@ Default table (threshold None). Floats: "auto"; int32 outputs: exact (0, and
 the rel bit requires every element to be equal). The numbers, with an fp32
 accumulator (u_acc = 2^-24), exact fp16/bf16 products and IEEE fp32 products
 (u_comp = 2^-24); abs_tol and atol scale with M = max|val|. fp8 inputs give an
-fp32 output with exact products: the f32 rows with u_comp = 0 (very close).
+fp32 output with exact products: the f32 rows with u_comp = 0 (very close). The table is
+of an accumulator that rounds to nearest (the CPU, the interpreter, FMA); through GPU
+matrix units that may truncate, gamma grows by (n / k) * 2^-24 (f16 at 4608: rel atol
+4.953e-5 * M).
 
 | type | n    | rms_tol  | abs_tol                   | rel rtol | rel atol                  |
 |------|------|----------|---------------------------|----------|---------------------------|
@@ -80,12 +86,12 @@ from dataclasses import dataclass
 from convgen import dtypes
 
 LAMBDA = 4.0
-# products one matrix instruction sums before it adds them into the accumulator: 16 for
-# f16/bf16 on NVIDIA (mma.sync m16n8k16, wgmma k16; an H100's wgmma lost less than this
-# assumes). fp8's k32 truncates half as often; tf32's k8 twice as often, where its operand
-# term is far larger. AMD's MFMA adds 16 (16x16x16) or 8 (32x32x8) at a time, and is only
-# assumed to truncate (Backend.dot_truncates): no AMD measurement has asked for more
-MMA_K = 16
+# products one matrix instruction sums before it adds them into the accumulator, by
+# input width: NVIDIA's f16/bf16 mma.sync m16n8k16 and wgmma k16 (an H100's wgmma lost
+# less than the truncation term assumes), fp8's k32, tf32's k8. AMD's MFMA adds 16
+# (16x16x16) or 8 (32x32x8) f16 products at a time, and is only assumed to truncate
+# (Backend.dot_truncates): no AMD measurement has asked for the smaller k
+MMA_K = {8: 32, 16: 16, 32: 8}
 F32_U = 2.0 ** -24
 # products of these input types are exact in fp32; fp32 products round once (2^-24) and
 # tf32 drops 13 bits of each operand (up to 2^-10 each: 2^-9 a product)
@@ -155,6 +161,7 @@ class Accumulation:
     u_comp: float   # unit roundoff of one product (0 when exact)
     u_acc: float    # unit roundoff of the accumulator (0 for int32)
     truncates: bool = False   # the accumulator may round toward zero (GPU matrix units)
+    mma_k: int = 16           # products a matrix instruction sums per addition (MMA_K)
 
 
 def accumulation(problem, use_dot: bool, input_precision: str,
@@ -177,7 +184,8 @@ def summing(et: dtypes.ElemType, n: int, use_dot: bool = False, input_precision:
     if et.name == "f32":
         u_comp = U_COMP_TF32 if (use_dot and input_precision != "ieee") else U_COMP_F32
     u_acc = (dot_u_acc if use_dot else None) or et.acc_type.u
-    return Accumulation(n=n, u_comp=u_comp, u_acc=u_acc, truncates=use_dot and dot_truncates)
+    return Accumulation(n=n, u_comp=u_comp, u_acc=u_acc, truncates=use_dot and dot_truncates,
+                        mma_k=MMA_K.get(et.bits, 16))
 
 
 def default_accumulation(out: dtypes.ElemType) -> Accumulation:
@@ -222,7 +230,9 @@ def bias_lean(accum: Accumulation | None, out) -> float:
     sums twice the size of the result, the lean is at most n u_acc / u_out ulps: 0.07 ulp of
     f16 for a 3x3x64 reduction, 0.14 for 3x3x128. NVIDIA's tensor cores truncate when they
     align and add (Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021), and an
-    H100's f16 wgmma convolutions lean this way at batch 256."""
+    H100's f16 wgmma convolutions lean this way at batch 256. This counts every addition as
+    truncating, where gamma's truncation term counts one per instruction (k products): k
+    times larger, and on the side of turning the check off, which is all the lean decides."""
     if accum is None or not accum.truncates or out.is_int or out.u == 0:
         return 0.0
     return accum.n * accum.u_acc / out.u
@@ -273,7 +283,7 @@ def terms(out: dtypes.ElemType, accum: Accumulation | None) -> Terms:
     acc = accum or default_accumulation(out)
     gamma = LAMBDA * math.sqrt(max(acc.n, 1)) * (2.0 * acc.u_acc)
     if acc.truncates:
-        gamma += acc.n / MMA_K * acc.u_acc
+        gamma += acc.n / acc.mma_k * F32_U
     return Terms(2.0 * out.u, acc.u_comp, gamma, out.denorm_min)
 
 

@@ -30,10 +30,11 @@ _BRANCH = re.compile(r"^BRA(?:\.\S+)?\s+`?\(?\.?(\w+)")
 # first (LOP3.LUT P1, R22, ..; SHFL.IDX PT, R9, ..)
 _DEST = re.compile(r"^(\S+)\s+(?:!?U?P(?:T|\d+),\s*)?R(\d+)\b")
 # opcodes whose first register operand is read, not written (the compares, PLOP3 and
-# friends write only predicates: _DEST, which wants a register after them, skips them)
+# R2P write only predicates, and _DEST, which wants a register after them, skips them;
+# FCHK writes one predicate, then reads the register _DEST would take)
 _NO_DEST = ("ST", "STS", "STG", "STL", "STSM", "RED", "REDG", "BAR", "BRA", "BRX", "JMP",
             "JMX", "EXIT", "HGMMA", "WARPGROUP", "SYNCS", "MEMBAR", "FENCE", "UTMALDG",
-            "UTMASTG", "RET", "CALL", "R2P")
+            "UTMASTG", "RET", "CALL", "FCHK")
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,11 @@ def _bests(path: str) -> list:
     return [(("row", r), r["config"]) for r in rows]
 
 
+def _interpreting() -> bool:
+    import os
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def main(argv=None) -> int:
     import argparse
     import json
@@ -222,7 +228,7 @@ def main(argv=None) -> int:
     def fail(message: str) -> int:
         print(f"wgmma-hazard: error: {message}", file=sys.stderr)
         return 2
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if _interpreting():
         return fail("unset TRITON_INTERPRET to compile for sm90")
     if not args.lines and not args.bests:
         return fail("nothing to compile: give --lines FILE or --bests DB")
