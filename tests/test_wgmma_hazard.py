@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from convgen import backend
 from convgen.kernels import wgmma_hazard
 from convgen.kernels.wgmma_hazard import find, register_operand
 
@@ -167,7 +168,7 @@ def test_a_survey_that_scanned_nothing_is_no_pass(monkeypatch, capsys, tmp_path)
     lines.write_text("--operation conv2d -t f16 -batchsize=1 -in_channels=64 -out_channels=64 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3\n")
     # not delenv: main's imports would then build the kernels as compiled JITFunctions in
     # this process, and every later interpreter test here would fail calling them
-    monkeypatch.setattr(wgmma_hazard, "_interpreting", lambda: False)
+    monkeypatch.setattr(backend, "interpreter_requested", lambda: False)
     monkeypatch.setattr(wgmma_hazard, "survey", lambda items, jobs: (
         {"problem": "P", "config": text, "failed": "cuobjdump missing"} for _, text in items))
     assert wgmma_hazard.main(["--lines", str(lines)]) == 2
@@ -181,7 +182,7 @@ def test_the_survey_names_each_hazard_and_exits_1(monkeypatch, capsys, tmp_path)
                      "-out_channels=64 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3 -padding_h=1 -padding_w=1\n")
     # not delenv: main's imports would then build the kernels as compiled JITFunctions in
     # this process, and every later interpreter test here would fail calling them
-    monkeypatch.setattr(wgmma_hazard, "_interpreting", lambda: False)
+    monkeypatch.setattr(backend, "interpreter_requested", lambda: False)
 
     def fake(items, jobs):
         assert items and all(source[0] == "lines" for source, _ in items)

@@ -348,7 +348,8 @@ def main(argv=None) -> int:
         for r in rows:
             print(f"{r['kernel']} wide={r['wide']} narrow={r['narrow']} async={r['async']} {r['file']}")
         return 0 if rows else 1
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    from convgen import backend
+    if backend.interpreter_requested():
         print("isa: unset TRITON_INTERPRET to compile for real targets", file=sys.stderr)
         return 2
     targets = [t for t in args.targets.split(",") if t]

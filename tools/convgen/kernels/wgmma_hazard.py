@@ -202,11 +202,6 @@ def _bests(path: str) -> list:
     return [(("row", r), r["config"]) for r in rows]
 
 
-def _interpreting() -> bool:
-    import os
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 def main(argv=None) -> int:
     import argparse
     import json
@@ -228,7 +223,8 @@ def main(argv=None) -> int:
     def fail(message: str) -> int:
         print(f"wgmma-hazard: error: {message}", file=sys.stderr)
         return 2
-    if _interpreting():
+    from convgen import backend
+    if backend.interpreter_requested():
         return fail("unset TRITON_INTERPRET to compile for sm90")
     if not args.lines and not args.bests:
         return fail("nothing to compile: give --lines FILE or --bests DB")
