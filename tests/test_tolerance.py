@@ -147,11 +147,16 @@ def _truncating_sums(rng, n: int, terms: int):
         a, b = (rng.uniform(-1, 1, n).astype(np.float16).astype(np.float64) for _ in range(2))
         p = a * b                                       # exact: 11-bit significands
         exact_sum += p                                  # float64: near enough to exact here
-        exact = s.astype(np.float64) + p.astype(np.float32)
-        near = exact.astype(np.float32)
-        too_far = np.abs(near.astype(np.float64)) > np.abs(exact)
-        s = np.where(too_far, np.nextafter(near, np.float32(0)), near)
+        s = _to_f32_toward_zero(s.astype(np.float64) + p.astype(np.float32))
     return s, exact_sum
+
+
+def _to_f32_toward_zero(wide):
+    """float64 values rounded to float32 toward zero, as a truncating adder leaves them."""
+    import numpy as np
+    near = wide.astype(np.float32)
+    return np.where(np.abs(near.astype(np.float64)) > np.abs(wide),
+                    np.nextafter(near, np.float32(0)), near)
 
 
 def test_bias_lean_covers_a_truncating_accumulator_and_still_catches_rounding_bugs():
@@ -195,10 +200,7 @@ def _truncating_block_sums(rng, n: int, steps: int, k: int = 16):
         block = (a * b).sum(axis=1)                   # exact: 16 products of 22 bits
         exact += block.sum(axis=0)
         for step in block:
-            wide = s.astype(np.float64) + step
-            near = wide.astype(np.float32)
-            s = np.where(np.abs(near.astype(np.float64)) > np.abs(wide),
-                         np.nextafter(near, np.float32(0)), near)
+            s = _to_f32_toward_zero(s.astype(np.float64) + step)
     return s, exact, block.sum(axis=0)
 
 
