@@ -890,22 +890,30 @@ def test_the_selector_sweeps_report_only_the_directions_a_database_holds(tmp_pat
     assert "'overall': [" in result and "'fwd': [" in result and "bwd_data" not in result, result
 
 
+_KEY_COLUMNS = ("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS
+
+
+def _key_of(row: dict) -> tuple:
+    return tuple(row.get(c, H100.get(c)) for c in _KEY_COLUMNS)
+
+
+def _every_config_timed(key: tuple, rows: list) -> bool:
+    """Whether rows time every config of the problem's space (it counts without a best row)."""
+    from convgen.kernels import config
+    p = selector._problem_of(dict(zip(_KEY_COLUMNS, key)))
+    space = {c.describe() for c in config.space(p, selector._backend_for("sm90"))}
+    return space <= {r["config"] for r in rows if _key_of(r) == key}
+
+
 def test_a_problem_without_a_best_row_is_data_when_every_config_of_its_space_has_a_time(tmp_path):
     """A kernel edit takes a problem's best row until it is tuned again (tuning/README.md);
     its old times of every config still teach the model. A problem with only some configs
     timed does not (the test above)."""
-    from convgen.kernels import config
     rows = _rows()
     every = {q.key: q for q in selector.load_dataset(_build_db(tmp_path / "a.sqlite", rows), "sm90")}
     unfinished = _build_db(tmp_path / "b.sqlite", rows, finished=False)
     loaded = {q.key for q in selector.load_dataset(unfinished, "sm90")}
-    complete = {}
-    for key, q in every.items():
-        space = {c.describe() for c in config.space(q.problem, selector._backend_for("sm90"))}
-        measured = {r["config"] for r in rows
-                    if all(r.get(c, H100.get(c)) == v for c, v in zip(
-                        ("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS, key))}
-        complete[key] = space <= measured
+    complete = {key: _every_config_timed(key, rows) for key in every}
     assert loaded == {k for k, done in complete.items() if done}
     assert any(complete.values()) and not all(complete.values()), complete
 
@@ -917,21 +925,10 @@ def test_a_failed_reference_check_of_an_older_kernel_version_is_not_data(tmp_pat
     versions still count, and a `wrong` of the newest version counts as 0 TFLOPS."""
     import sqlite3
 
-    from convgen.kernels import config
     rows = _rows()
-    columns = ("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS
-
-    def key_of(r):
-        return tuple(r.get(c, H100.get(c)) for c in columns)
-
-    def complete(key):
-        # every config of the problem's space measured: it counts without a best row
-        p = selector._problem_of(dict(zip(columns, key)))
-        space = {c.describe() for c in config.space(p, selector._backend_for("sm90"))}
-        return space <= {r["config"] for r in rows if key_of(r) == key}
-    key = next(k for k in dict.fromkeys(map(key_of, rows)) if complete(k))
-    first = dict(zip(columns, key))
-    same = [r for r in rows if key_of(r) == key]
+    key = next(k for k in dict.fromkeys(map(_key_of, rows)) if _every_config_timed(k, rows))
+    first = dict(zip(_KEY_COLUMNS, key))
+    same = [r for r in rows if _key_of(r) == key]
     bad = same[0]["config"]
     changed = [{**r, "status": "wrong", "ms": 0.01, "tflops": None} if r is same[0] else r
                for r in rows]
