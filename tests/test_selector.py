@@ -12,7 +12,7 @@ from convgen import selector
 from convgen.backend import Backend
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
-from convgen.tuning_db import KEY_COLUMNS, TuningDB
+from convgen.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key
 
 pytest.importorskip("lightgbm")
 
@@ -88,7 +88,7 @@ def test_a_finished_retime_drops_the_fast_per_launch_rows_it_left(tmp_path):
     shape = {"direction": "bwd_weight", "dtype": "f16", "layouts": "nhwgc/gkyxc/nhwgk", "n": 1,
              "c": 64, "k": 64, "g": 1, "h": 56, "w": 56, "y": 1, "x": 1, "stride_h": 1,
              "stride_w": 1, "pad": "0,0,0,0", "dil_h": 1, "dil_w": 1}
-    p = selector._problem_of(shape)
+    p = problem_from_key(shape)
     space = [c.describe() for c in kconfig.space(p, selector._backend_for("sm90"))]
     old_fast, old_slow, old_failed, old_wrong = (
         f"block_m=64,block_n=64,block_k=128,num_warps={w},num_stages=3,split={s},group_m=8,tma=1"
@@ -900,7 +900,7 @@ def _key_of(row: dict) -> tuple:
 def _every_config_timed(key: tuple, rows: list) -> bool:
     """Whether rows time every config of the problem's space (it counts without a best row)."""
     from convgen.kernels import config
-    p = selector._problem_of(dict(zip(_KEY_COLUMNS, key)))
+    p = problem_from_key(dict(zip(_KEY_COLUMNS, key)))
     space = {c.describe() for c in config.space(p, selector._backend_for("sm90"))}
     return space <= {r["config"] for r in rows if _key_of(r) == key}
 

@@ -13,7 +13,7 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_db import TuningDB, problem_key
+from convgen.tuning_db import TuningDB, problem_from_key, problem_key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -149,6 +149,19 @@ def test_refuses_other_files_and_leaves_them_alone(tmp_path):
         TuningDB(str(tmp_path / "absent.sqlite"), readonly=True)
     with pytest.raises(ConvgenError, match="folder"):
         TuningDB(str(tmp_path / "no" / "such" / "t.sqlite"))
+
+
+def test_a_key_gives_back_the_problem_it_was_made_from():
+    # the selector and the hazard survey rebuild problems from rows; a lost field
+    # (groups, an uneven pad, dilation, a channels-first layout) would train on another shape
+    p = make_problem(direction="bwd_data", dtype=elem_type("bf16"), n=3, g=7, c_total=21,
+                     k_total=35, hi=13, wi=11, y=5, x=3, stride=(2, 1), dilation=(1, 3),
+                     pad=(2, 1, 0, 3), layouts={"input": "nchw", "filter": "kcyx",
+                                                "output": "nkhw"})
+    key = problem_key(p, "sm90", "NVIDIA H100 80GB HBM3", "3.6.0", "0123456789ab")
+    back = problem_from_key(key)
+    assert back == p
+    assert problem_key(back, "sm90", "NVIDIA H100 80GB HBM3", "3.6.0", "0123456789ab") == key
 
 
 def test_a_kernel_change_keys_apart(tmp_path):

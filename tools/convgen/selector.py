@@ -424,19 +424,6 @@ def _backend_for(arch: str):
     return Backend("hip" if arch.startswith("gfx") else "cuda", arch, 64 if arch.startswith("gfx") else 32)
 
 
-def _problem_of(row: dict):
-    from convgen import dtypes
-    from convgen.problem import make_problem
-    lay_in, lay_fil, lay_out = row["layouts"].split("/")
-    pad = tuple(int(v) for v in row["pad"].split(","))
-    return make_problem(direction=row["direction"], dtype=dtypes.elem_type(row["dtype"]),
-                        n=row["n"], g=row["g"], c_total=row["c"], k_total=row["k"],
-                        hi=row["h"], wi=row["w"], y=row["y"], x=row["x"],
-                        stride=(row["stride_h"], row["stride_w"]),
-                        dilation=(row["dil_h"], row["dil_w"]), pad=pad,
-                        layouts={"input": lay_in, "filter": lay_fil, "output": lay_out})
-
-
 def _drop_host_timed(by_config: dict, space) -> None:
     """One problem's configs are compared with each other. Where its retime is complete
     (every config of today's space, `space()`'s texts, that held a per-launch time under
@@ -473,7 +460,7 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     checks it again. A problem whose tuning was stopped part way has only some configs
     measured: its best so far would judge a pick among a few, so it waits for the rest."""
     from convgen.kernels import config as kconfig
-    from convgen.tuning_db import TuningDB
+    from convgen.tuning_db import TuningDB, problem_from_key
     backend = _backend_for(arch)
     problem_columns = ("device", "direction", "dtype", "layouts") + SHAPE_COLUMNS
     with TuningDB(db_path, readonly=True) as db:
@@ -490,7 +477,7 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     out = []
     for full_key, by_config in sorted(grouped.items()):
         first = devices[full_key]
-        p = _problem_of(first)
+        p = problem_from_key(first)
         space = functools.cache(lambda: [c.describe() for c in kconfig.space(p, backend)])
         if tuple(first[c] for c in problem_columns) not in finished \
                 and not set(space()) <= set(by_config):

@@ -93,6 +93,20 @@ def problem_key(problem, arch: str, device: str, triton_version: str, kernel: st
             "dil_h": p.dil_h, "dil_w": p.dil_w}
 
 
+def problem_from_key(row: dict):
+    """The problem a database row's key columns describe: problem_key's inverse."""
+    from convgen import dtypes
+    from convgen.problem import make_problem
+    lay_in, lay_fil, lay_out = row["layouts"].split("/")
+    pad = tuple(int(v) for v in row["pad"].split(","))
+    return make_problem(direction=row["direction"], dtype=dtypes.elem_type(row["dtype"]),
+                        n=row["n"], g=row["g"], c_total=row["c"], k_total=row["k"],
+                        hi=row["h"], wi=row["w"], y=row["y"], x=row["x"],
+                        stride=(row["stride_h"], row["stride_w"]),
+                        dilation=(row["dil_h"], row["dil_w"]), pad=pad,
+                        layouts={"input": lay_in, "filter": lay_fil, "output": lay_out})
+
+
 def key_for(problem, backend) -> dict:
     """The key of a problem on this backend, this Triton and these kernels."""
     import triton

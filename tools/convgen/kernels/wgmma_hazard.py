@@ -146,8 +146,8 @@ def _problem(source: tuple):
     """A problem from its picklable form: ("lines", a `convgen tune --lines` file, the
     problem's index there) or ("row", a tuning database row)."""
     if source[0] == "row":
-        from convgen.selector import _problem_of
-        return _problem_of(source[1])
+        from convgen.tuning_db import problem_from_key
+        return problem_from_key(source[1])
     return _lines_problems(source[1])[source[2]]
 
 
