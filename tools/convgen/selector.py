@@ -83,7 +83,7 @@ PREFILTER_TREES = 30
 PREFILTER_KEEP = 16
 WARM_TREES = 40   # added on top of a warm start's trees
 
-# The device facts a feature uses, by the name the tuning database keys on: the units
+# The device fact the features use, by the name the tuning database keys on: the units
 # that run programs (SMs, CUs).
 DEVICE_UNITS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H100 PCIe": 114, "NVIDIA H100 NVL": 132,
                 "NVIDIA H200": 132, "NVIDIA A100-SXM4-80GB": 108, "NVIDIA A100-SXM4-40GB": 108,

@@ -27,8 +27,9 @@ import time
 from contextlib import closing
 from dataclasses import dataclass
 
-from convgen import REPO_ROOT
+from convgen import REPO_ROOT, dtypes
 from convgen.errors import ConvgenError
+from convgen.problem import make_problem
 
 SCHEMA_NAME = "convgen-tuning"
 SCHEMA_VERSION = 2
@@ -95,8 +96,6 @@ def problem_key(problem, arch: str, device: str, triton_version: str, kernel: st
 
 def problem_from_key(row: dict):
     """The problem a database row's key columns describe: problem_key's inverse."""
-    from convgen import dtypes
-    from convgen.problem import make_problem
     lay_in, lay_fil, lay_out = row["layouts"].split("/")
     pad = tuple(int(v) for v in row["pad"].split(","))
     return make_problem(direction=row["direction"], dtype=dtypes.elem_type(row["dtype"]),
