@@ -2,6 +2,7 @@
 the flow is the same as on a GPU): every config measured or recorded as invalid, the
 fastest checked with the reference before it becomes the best, a second run resuming,
 a run without -perf_config taking the best, and bad command lines refused."""
+import pathlib
 import subprocess
 import sys
 
@@ -11,6 +12,9 @@ from convgen import cli, tune
 from convgen.backend import current
 from convgen.kernels import config as kconfig
 from convgen.tuning_db import TuningDB, key_for
+
+ROOT = pathlib.Path(__file__).parent.parent
+TUNING = ROOT / "tuning"
 
 PROBLEM = ["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "5",
            "-out_channels", "7", "-in_h", "6", "-in_w", "5", "-fil_h", "3", "-fil_w", "2",
@@ -229,9 +233,8 @@ def test_layers_expand_to_one_problem_per_layer_direction_type_and_batch(tmp_pat
 
 
 def _lines_problems(name):
-    import pathlib
     import shlex
-    path = pathlib.Path(__file__).parent.parent / "tuning" / name
+    path = TUNING / name
     lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
     out = []
     for ln in lines:
@@ -290,9 +293,7 @@ def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
     from convgen import models
     listed = models.listed_problems()
     # every list scripts/weak-picks wrote, however many there are by now
-    import pathlib
-    tuning = pathlib.Path(__file__).parent.parent / "tuning"
-    names = sorted(f.name for f in tuning.glob("weak-picks*.lines"))
+    names = sorted(f.name for f in TUNING.glob("weak-picks*.lines"))
     assert len(names) >= 6
     lists = [_lines_problems(name) for name in names]
     for i, got in enumerate(lists):
@@ -310,7 +311,6 @@ def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
 def test_weak_picks_refuses_a_bad_database_in_one_line(tmp_path, db, why):
     """scripts/weak-picks opens --db as every reader does (tuning_db.TuningDB): one
     `weak-picks: error:` line naming it, exit 2."""
-    import pathlib
     import sqlite3
     path = tmp_path / db
     if db == "text.sqlite":
@@ -320,9 +320,8 @@ def test_weak_picks_refuses_a_bad_database_in_one_line(tmp_path, db, why):
         con.execute("CREATE TABLE best (n INTEGER)")
         con.commit()
         con.close()
-    root = pathlib.Path(__file__).parent.parent
-    p = subprocess.run([sys.executable, str(root / "scripts" / "weak-picks"), "--db", str(path),
-                        str(root / "docs" / "data" / "config-selection-h100.json")],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "weak-picks"), "--db", str(path),
+                        str(ROOT / "docs" / "data" / "config-selection-h100.json")],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.startswith(f"weak-picks: error: tuning database '{path}' {why}"), p.stderr
