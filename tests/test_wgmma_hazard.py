@@ -16,6 +16,14 @@ from convgen.kernels.wgmma_hazard import find, register_operand
 SASS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sass")
 
 
+@pytest.fixture
+def compiling(monkeypatch):
+    """main as it runs outside the interpreter. Not delenv TRITON_INTERPRET: main's imports
+    would then build the kernels as compiled JITFunctions in this process, and every later
+    interpreter test here would fail calling them."""
+    monkeypatch.setattr(backend, "interpreter_requested", lambda: False)
+
+
 def _read(name: str) -> str:
     with open(os.path.join(SASS, name)) as f:
         return f.read()
@@ -163,12 +171,10 @@ def test_the_survey_refuses_bad_input_in_one_line(tmp_path, args, lines, why):
     assert proc.stderr.startswith("wgmma-hazard: error: ") and proc.stderr.count("\n") == 1
 
 
+@pytest.mark.usefixtures("compiling")
 def test_a_survey_that_scanned_nothing_is_no_pass(monkeypatch, capsys, tmp_path):
     lines = tmp_path / "one.lines"
     lines.write_text("--operation conv2d -t f16 -batchsize=1 -in_channels=64 -out_channels=64 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3\n")
-    # not delenv: main's imports would then build the kernels as compiled JITFunctions in
-    # this process, and every later interpreter test here would fail calling them
-    monkeypatch.setattr(backend, "interpreter_requested", lambda: False)
     monkeypatch.setattr(wgmma_hazard, "survey", lambda items, jobs: (
         {"problem": "P", "config": text, "failed": "cuobjdump missing"} for _, text in items))
     assert wgmma_hazard.main(["--lines", str(lines)]) == 2
@@ -176,13 +182,11 @@ def test_a_survey_that_scanned_nothing_is_no_pass(monkeypatch, capsys, tmp_path)
     assert "no kernel was compiled and scanned" in captured.err
 
 
+@pytest.mark.usefixtures("compiling")
 def test_the_survey_names_each_hazard_and_exits_1(monkeypatch, capsys, tmp_path):
     lines = tmp_path / "one.lines"
     lines.write_text("# a comment\n--operation conv2d_bwd_weight -t f16 -batchsize=2 -in_channels=64 "
                      "-out_channels=64 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3 -padding_h=1 -padding_w=1\n")
-    # not delenv: main's imports would then build the kernels as compiled JITFunctions in
-    # this process, and every later interpreter test here would fail calling them
-    monkeypatch.setattr(backend, "interpreter_requested", lambda: False)
 
     def fake(items, jobs):
         assert items and all(source[0] == "lines" for source, _ in items)
