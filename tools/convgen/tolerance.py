@@ -161,7 +161,7 @@ class Accumulation:
     u_comp: float   # unit roundoff of one product (0 when exact)
     u_acc: float    # unit roundoff of the accumulator (0 for int32)
     truncates: bool = False   # the accumulator may round toward zero (GPU matrix units)
-    mma_k: int = 16           # products a matrix instruction sums per addition (MMA_K)
+    mma_k: int = MMA_K[16]    # products a matrix instruction sums per addition
 
 
 def accumulation(problem, use_dot: bool, input_precision: str,
@@ -185,7 +185,7 @@ def summing(et: dtypes.ElemType, n: int, use_dot: bool = False, input_precision:
         u_comp = U_COMP_TF32 if (use_dot and input_precision != "ieee") else U_COMP_F32
     u_acc = (dot_u_acc if use_dot else None) or et.acc_type.u
     return Accumulation(n=n, u_comp=u_comp, u_acc=u_acc, truncates=use_dot and dot_truncates,
-                        mma_k=MMA_K.get(et.bits, 16))
+                        mma_k=MMA_K.get(et.bits, MMA_K[16]))
 
 
 def default_accumulation(out: dtypes.ElemType) -> Accumulation:
