@@ -2,6 +2,7 @@
 killed writer loses nothing it committed; foreign, damaged and newer files are refused
 with one clear error and left untouched."""
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_db import TuningDB, problem_from_key, problem_key
+from convgen.tuning_db import TuningDB, fold_log, problem_from_key, problem_key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -120,6 +121,36 @@ def test_a_killed_writer_loses_nothing_it_committed(tmp_path):
     p.wait()
     with TuningDB(path) as db:
         assert len(db.measured(_key(n=7))) >= done + 1
+
+
+def test_a_stopped_writer_s_log_folds_back_into_the_file(tmp_path):
+    """A writer gone before its close leaves its rows in the -wal file beside the database;
+    a copy of the database file alone (what comes back from the GPU machine) misses them
+    until fold_log folds the log back."""
+    path = tmp_path / "t.sqlite"
+    TuningDB(str(path)).close()
+    gone = ("import os, sys\nsys.path.insert(0, sys.argv[1])\n"
+            "from convgen.tuning_db import TuningDB\nfrom tests.test_tuning_db import _key\n"
+            "db = TuningDB(sys.argv[2])\n"
+            "for i in range(30):\n    db.record(_key(n=7), f'cfg{i}', 'ok', ms=float(i))\n"
+            "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", gone, os.path.join(ROOT, "tools"), str(path)], check=True,
+                   env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert (tmp_path / "t.sqlite-wal").exists()
+
+    def rows_in_a_copy_of_the_file_alone() -> int:
+        copy = tmp_path / "copy" / "t.sqlite"
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, copy)
+        con = sqlite3.connect(copy)
+        try:
+            return con.execute("SELECT count(*) FROM measurements").fetchone()[0]
+        finally:
+            con.close()
+    assert rows_in_a_copy_of_the_file_alone() == 0
+    fold_log(str(path))
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["t.sqlite"]
+    assert rows_in_a_copy_of_the_file_alone() == 30
 
 
 def test_refuses_other_files_and_leaves_them_alone(tmp_path):

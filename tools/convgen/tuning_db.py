@@ -127,6 +127,15 @@ class Best:
 OPEN_WAIT_S = 60
 
 
+def fold_log(path: str) -> None:
+    """Fold the write-ahead log that a writer stopped before its close left beside `path`
+    back into the file, leaving one plain file that holds every committed row. A copy of
+    the file alone misses the log's rows: the GPU machine's gzipped copy after a stopped
+    `convgen tune` came back without the last two problems it had reported (twenty-first
+    session)."""
+    TuningDB(path).close()
+
+
 def _busy(e: sqlite3.OperationalError) -> bool:
     return "locked" in str(e) or "busy" in str(e)
 
