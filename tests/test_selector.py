@@ -679,14 +679,18 @@ def test_rule_families_are_where_the_rule_won_on_enough_problems():
 
 
 def test_one_layer_the_model_misjudges_does_not_give_its_family_the_rule():
-    """The rule's mean is ahead only through one problem the model got badly wrong; on the
-    family's other problems the model is ahead: the model keeps the family."""
+    """The rule's mean is ahead only through one layer (two problems) the model got badly
+    wrong; on the family's other problems the model is ahead: the model keeps the family.
+    Both tests must hold: ahead on most problems but behind on the mean, or ahead on as
+    many as behind, keeps the model too."""
     def row(model, rule):
         return {"families": ["fwd", "stem"], "model": model, "rule": rule}
     rows = [row(0.3, 0.95), row(0.35, 0.9)] + [row(1.0, 0.9)] * 4
     assert sum(r["rule"] for r in rows) > sum(r["model"] for r in rows)
     assert selector.rule_families(rows) == []
     assert selector.rule_families(rows + [row(0.5, 1.0)] * 3) == ["fwd", "stem"]
+    assert selector.rule_families([row(0.99, 1.0)] * 4 + [row(1.0, 0.3)]) == []
+    assert selector.rule_families([row(1.0, 1.0)] * 3 + [row(0.5, 1.0), row(1.0, 0.9)]) == []
 
 
 def test_a_family_the_model_keeps_the_rule_for_takes_the_rule(tmp_path, problems, model, on_h100):

@@ -14,7 +14,7 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_db import TuningDB, fold_log, problem_from_key, problem_key
+from convgen.tuning_db import TuningDB, fold_log, in_wal_mode, problem_from_key, problem_key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -147,10 +147,24 @@ def test_a_stopped_writer_s_log_folds_back_into_the_file(tmp_path):
             return con.execute("SELECT count(*) FROM measurements").fetchone()[0]
         finally:
             con.close()
-    assert rows_in_a_copy_of_the_file_alone() == 0
+    assert rows_in_a_copy_of_the_file_alone() == 0 and in_wal_mode(str(path))
     fold_log(str(path))
     assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["t.sqlite"]
     assert rows_in_a_copy_of_the_file_alone() == 30
+    assert not in_wal_mode(str(path))   # a reader in a read-only checkout can open it
+
+
+def test_folding_the_log_is_refused_while_another_writer_has_it_open(tmp_path):
+    path = str(tmp_path / "t.sqlite")
+    with pytest.raises(ConvgenError, match="does not exist"):
+        fold_log(path)
+    assert not os.path.exists(path)
+    with TuningDB(path) as holder:
+        holder.record(_key(), "cfg", "ok", ms=1.0)
+        with pytest.raises(ConvgenError, match="write-ahead log was not folded back"):
+            fold_log(path)
+    fold_log(path)
+    assert not in_wal_mode(path)
 
 
 def test_refuses_other_files_and_leaves_them_alone(tmp_path):
@@ -361,3 +375,9 @@ def test_the_shipped_database_stores_each_row_once(tmp_path):
             con.close()
         for table in ("measurements", "best"):
             assert ddl[table].rstrip().endswith("WITHOUT ROWID"), (path, table)
+
+
+def test_the_shipped_database_is_one_plain_file():
+    """Committed from a copy made while a writer held it, the file kept WAL mode: a
+    read-only checkout could not open it (fold_log before copying, docs/traps.md)."""
+    assert not in_wal_mode(os.path.join(ROOT, "tuning", "tuning.sqlite"))

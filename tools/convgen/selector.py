@@ -880,8 +880,10 @@ def rule_families(per_problem: list[dict]) -> list[str]:
     cross-validation results (evaluate()'s per_problem): a higher mean efficiency, and
     ahead on more of the family's problems than behind. The second guards against one
     layer the model misjudges pulling a family's mean under the rule's: held out by layer,
-    ResNet-50's 7x7 stem (35% at 6 of its 12 problems) did so for the stems, and the
-    other stems, where the model was ahead, then took the rule."""
+    ResNet-50's 7x7 stem (38% at one batch, the rule 85-97%) did so for the stems in one
+    fold, and that fold's other stems, where the model was ahead, then took the rule. The
+    price: a family the model mostly gets right but now and then badly wrong keeps the
+    model, whose misses then set the family's minimum."""
     out = []
     for name in sorted({fam for r in per_problem for fam in r["families"]}):
         rows = [r for r in per_problem if name in r["families"] and r["rule"] is not None]

@@ -127,13 +127,28 @@ class Best:
 OPEN_WAIT_S = 60
 
 
+def in_wal_mode(path: str) -> bool:
+    """Whether the file's header says write-ahead-log mode (bytes 18 and 19 are 2, not 1).
+    Such a file needs its -shm beside it, which a reader in a read-only checkout cannot
+    create: every matrix-core run opens the database read-only."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    return len(head) == 20 and head[18:20] != b"\x01\x01"
+
+
 def fold_log(path: str) -> None:
     """Fold the write-ahead log that a writer stopped before its close left beside `path`
     back into the file, leaving one plain file that holds every committed row. A copy of
-    the file alone misses the log's rows: the GPU machine's gzipped copy after a stopped
-    `convgen tune` came back without the last two problems it had reported (twenty-first
-    session)."""
+    the file alone misses the log's rows, and is itself in WAL mode: the GPU machine's
+    gzipped copy after a stopped `convgen tune` came back without the last two problems it
+    had reported (twenty-first session). Refused, not silently partial, while another
+    process still has the database open."""
+    if not os.path.exists(path):
+        raise ConvgenError(f"tuning database '{path}' does not exist", field="tuning_db")
     TuningDB(path).close()
+    if os.path.exists(path + "-wal") or in_wal_mode(path):
+        raise ConvgenError(f"tuning database '{path}': its write-ahead log was not folded back "
+                           "(another process has the database open)", field="tuning_db")
 
 
 def _busy(e: sqlite3.OperationalError) -> bool:
