@@ -54,21 +54,25 @@ def test_a_measurement_of_the_same_config_replaces_the_old_one(tmp_path):
 
 
 WRITER = """
-import sys
+import os, sys
 sys.path.insert(0, sys.argv[1])
 from convgen.tuning_db import TuningDB
 from tests.test_tuning_db import _key
-with TuningDB(sys.argv[2]) as db:
-    for i in range(int(sys.argv[4])):
-        db.record(_key(n=int(sys.argv[3])), f"cfg{i}", "ok", ms=float(i))
-        print(i, flush=True)
+db = TuningDB(sys.argv[2])
+for i in range(int(sys.argv[4])):
+    db.record(_key(n=int(sys.argv[3])), f"cfg{i}", "ok", ms=float(i))
+    print(i, flush=True)
+if sys.argv[5] == "gone":
+    os._exit(0)   # gone without its close, which folds the log back
+db.close()
 """
 
 
-def _writer(path, n, rows):
+def _writer(path, n, rows, close=True):
     env = {**os.environ, "PYTHONPATH": ROOT}
     return subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(ROOT, "tools"), path,
-                             str(n), str(rows)], stdout=subprocess.PIPE, text=True, env=env)
+                             str(n), str(rows), "close" if close else "gone"],
+                            stdout=subprocess.PIPE, text=True, env=env)
 
 
 def test_several_processes_write_at_once(tmp_path):
@@ -129,14 +133,9 @@ def test_a_stopped_writer_s_log_folds_back_into_the_file(tmp_path):
     until fold_log folds the log back."""
     path = tmp_path / "t.sqlite"
     TuningDB(str(path)).close()
-    gone = ("import os, sys\nsys.path.insert(0, sys.argv[1])\n"
-            "from convgen.tuning_db import TuningDB\nfrom tests.test_tuning_db import _key\n"
-            "db = TuningDB(sys.argv[2])\n"
-            "for i in range(30):\n    db.record(_key(n=7), f'cfg{i}', 'ok', ms=float(i))\n"
-            "os._exit(0)\n")
-    subprocess.run([sys.executable, "-c", gone, os.path.join(ROOT, "tools"), str(path)], check=True,
-                   env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
-    assert (tmp_path / "t.sqlite-wal").exists()
+    gone = _writer(str(path), 7, 30, close=False)
+    gone.communicate(timeout=120)
+    assert gone.returncode == 0 and (tmp_path / "t.sqlite-wal").exists()
 
     def rows_in_a_copy_of_the_file_alone() -> int:
         copy = tmp_path / "copy" / "t.sqlite"
@@ -362,9 +361,7 @@ def test_the_shipped_database_stores_each_row_once(tmp_path):
     # a rowid table keeps its 21 key columns twice (the rows and the key's index): the
     # shipped file would be twice its size, past what travels to the GPU machine. Both a new
     # file and the shipped one hold their rows in the key's b-tree (WITHOUT ROWID)
-    from convgen.tuning_db import TuningDB
-    shipped = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "tuning", "tuning.sqlite")
+    shipped = os.path.join(ROOT, "tuning", "tuning.sqlite")
     fresh = str(tmp_path / "fresh.sqlite")
     TuningDB(fresh).close()
     for path in (shipped, fresh):
