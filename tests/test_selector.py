@@ -134,6 +134,88 @@ def test_a_problem_whose_tuning_was_stopped_part_way_is_not_data(tmp_path):
     assert left < every and gone[0] == first["direction"]
 
 
+def test_a_best_of_a_few_configs_is_not_data(tmp_path):
+    """`tune --top` and `--max-configs` leave a best of the few configs they measured: a
+    selector trained on it would learn the fastest of those as the fastest of all."""
+    rows = _rows()
+    first = {c: rows[0][c] for c in KEY_COLUMNS if c in rows[0]}
+    same = [r for r in rows if all(r.get(c) == v for c, v in first.items())]
+    path = _build_db(tmp_path / "few.sqlite", [r for r in rows if r not in same])
+    _build_db(tmp_path / "few.sqlite", same[:2], finished=False)
+    key = {c: first.get(c, H100.get(c)) for c in KEY_COLUMNS}
+    ok = [r for r in same[:2] if r["status"] == "ok"]
+    with TuningDB(path) as db:
+        db.set_best(key, ok[0]["config"], ok[0]["ms"], ok[0]["tflops"], "fixture",
+                    searched="the first 2 of 40 ranked by sm90.json")
+        assert db.best(key).searched == "the first 2 of 40 ranked by sm90.json"
+    few = {q.key for q in selector.load_dataset(path, "sm90")}
+    with TuningDB(path) as db:   # the same best, of the whole space
+        db.set_best(key, ok[0]["config"], ok[0]["ms"], ok[0]["tflops"], "fixture")
+    every = {q.key for q in selector.load_dataset(path, "sm90")}
+    [gone] = every - few
+    assert few < every and gone[0] == first["direction"]
+
+
+def test_ranked_is_what_a_selection_may_pick_in_the_order_it_asks(tmp_path, problems, model, on_h100):
+    path = str(tmp_path / "sm90.json")
+    model.save(path)
+    dev = selector.Device("sm90", H100["device"])
+    checked = 0
+    for direction in selector.DIRECTIONS:
+        for prob in [p for p in problems if p.problem.direction.name == direction][:3]:
+            order, used = selector.ranked(prob.problem, SM90, path)
+            assert used == path and order
+            cfg, _, _ = selector.choose(prob.problem, SM90, path)
+            assert order[0] == cfg   # the pick first
+            space = kconfig.space(prob.problem, SM90)
+            valid = [c for c in space if selector.runs_here(c, prob.problem, SM90)]
+            allowed = [c for c in valid if selector.short_chain(prob.problem, c)] or valid
+            assert sorted(c.describe() for c in order) == sorted(c.describe() for c in allowed)
+            # the kept first, each part in the whole model's order
+            import numpy as np
+            x = np.asarray(selector.feature_rows(prob.problem, space, dev))
+            booster = model.booster(None)
+            full = booster.predict(x)
+            index = {c.describe(): i for i, c in enumerate(space)}
+            kept = set(np.argsort(-booster.predict(x, selector.PREFILTER_TREES),
+                                  kind="stable")[:selector.PREFILTER_KEEP].tolist())
+            places = [index[c.describe()] for c in order]
+            parts = [[i for i in places if i in kept], [i for i in places if i not in kept]]
+            assert places == parts[0] + parts[1]
+            for part in parts:
+                assert all(full[a] >= full[b] - 1e-9 for a, b in zip(part, part[1:]))
+            checked += 1
+    assert checked == 9
+    # no model: nothing ranked, and why
+    assert selector.ranked(problems[0].problem, SM90, None) == ([], "selector off")
+
+
+def test_tune_top_measures_the_models_first_few_and_marks_its_best(tmp_path, model):
+    from convgen import cli, tune
+    from convgen.backend import current
+    from convgen.tuning_db import key_for
+    be = current()
+    path = str(tmp_path / "m.json")
+    selector.Model(model.texts, {"arch": be.arch}).save(path)   # the fixture's trees, for here
+    db = str(tmp_path / "t.sqlite")
+    problem = ["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "5",
+               "-out_channels", "7", "-in_h", "6", "-in_w", "5", "-fil_h", "3", "-fil_w", "2",
+               "-padding_h", "1", "-in_layout", "nhwc", "-fil_layout", "kyxc", "-out_layout", "nhwk"]
+    args = cli.parse_tune(["--db", db, "--top", "2", *problem, "-selector", path])
+    (config,) = args["configs"]
+    order, _ = selector.ranked(config.problem, be, path)
+    assert len(order) > 2
+    (r,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False, top=args["top"])
+    key = key_for(config.problem, be)
+    with TuningDB(db, readonly=True) as t:
+        measured, best = t.measured(key), t.best(key)
+    assert set(measured) == {c.describe() for c in order[:2]} and r.measured == 2
+    assert best.searched == r.searched == f"the first 2 of {len(order)} ranked by m.json"
+    assert best.config in measured
+    (again,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False, top=2)
+    assert again.measured == 0 and again.note == "measured and checked before"
+
+
 def test_features_are_one_row_per_config_in_the_documented_order(problems):
     names = [n for n, _ in selector.FEATURES]
     assert len(names) == len(set(names))
@@ -395,6 +477,18 @@ def test_evaluation_reports_efficiency_against_the_oracle(problems):
     assert error["median"] == pytest.approx(float(np.median(errors)))
     assert error["p90"] == pytest.approx(float(np.percentile(errors, 90)))
     assert 0 < error["median"] < 1 and error["median"] <= error["p90"]   # a speed model, not noise
+    # timing the model's first K: the pick is among them, more can only help, and the
+    # summary is of these rows
+    for row in result["per_problem"]:
+        top = [row["timed_top"][str(k)] for k in selector.TOP_KS]
+        assert row["model"] <= top[0] and top == sorted(top) and top[-1] <= 1
+    assert any(row["timed_top"]["8"] > row["model"] for row in result["per_problem"])
+    for k in map(str, selector.TOP_KS):
+        effs = [r["timed_top"][k] for r in result["per_problem"]]
+        assert result["timed_top"][k]["overall"]["mean"] == pytest.approx(float(np.mean(effs)))
+        assert result["timed_top"][k]["overall"]["min"] == min(effs)
+        fwd = [r["timed_top"][k] for r in result["per_problem"] if "fwd" in r["families"]]
+        assert result["timed_top"][k]["fwd"]["count"] == len(fwd)
 
 
 def test_a_model_ranks_the_problems_it_learnt_near_their_best(problems, model):

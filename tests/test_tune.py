@@ -88,6 +88,33 @@ def test_invalid_and_wrong_configs_are_recorded_and_never_chosen(tmp_path, monke
     assert best is not None and m[best.config][0] == "ok" and len(calls) == 2
 
 
+def test_a_best_of_the_first_few_says_so_and_a_whole_search_replaces_it(tmp_path):
+    db = str(tmp_path / "t.sqlite")
+    (config,) = cli.parse_tune(["--db", db, *PROBLEM])["configs"]
+    n = len(kconfig.space(config.problem, current()))
+    (few,) = tune.tune([config], db, max_configs=2, allow_cpu=True, progress=False)
+    with TuningDB(db, readonly=True) as t:
+        assert t.best(_key(config)).searched == few.searched == f"the first 2 of {n} of the space"
+    (whole,) = tune.tune([config], db, allow_cpu=True, progress=False)
+    assert whole.skipped == 2 and whole.measured + whole.invalid == n - 2
+    with TuningDB(db, readonly=True) as t:
+        best = t.best(_key(config))
+    assert best.searched == whole.searched == "space"
+    # a narrower run again: the whole space's best answers it
+    (again,) = tune.tune([config], db, max_configs=2, allow_cpu=True, progress=False)
+    assert again.note == "measured and checked before" and again.searched == "space"
+
+
+def test_top_without_a_model_searches_the_whole_space_and_says_why(tmp_path):
+    db = str(tmp_path / "t.sqlite")
+    args = cli.parse_tune(["--db", db, "--top", "2", *PROBLEM, "-selector", "none"])
+    assert args["top"] == 2
+    n = len(kconfig.space(args["configs"][0].problem, current()))
+    (r,) = tune.tune(args["configs"], db, allow_cpu=True, progress=False, top=args["top"])
+    assert r.measured + r.invalid == n and r.searched == "space"
+    assert r.note.startswith("--top: selector off, so the whole space")
+
+
 def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
     # interpreter times mean nothing, so no best; on a GPU (the unit tests run there too)
     # the fastest config that passes the check is the best
@@ -201,6 +228,9 @@ def test_tune_times_the_gpu_not_the_python_that_launches():
     (["tune", "--layers", "vgg"], "invalid value 'vgg' for --layers: expected one of issue, selector, resnet50"),
     (["tune", "--max-configs", "many", *PROBLEM],
      "invalid value 'many' for --max-configs: expected a positive integer"),
+    (["tune", "--top", "0", *PROBLEM], "invalid value '0' for --top: expected a positive integer"),
+    (["tune", "--top", "4", "--max-configs", "4", *PROBLEM], "--top and --max-configs: one or the other"),
+
     (["tune", "--layers", "issue", "--directions", "fwd,sideways"], "invalid value 'fwd,sideways' for --directions"),
     (["tune", "--lines", "/nonexistent/lines.txt"], "cannot read"),
     (["tune", "--db", "/nonexistent/t.sqlite", *PROBLEM], "folder /nonexistent does not exist"),
@@ -211,6 +241,16 @@ def test_bad_tune_command_lines_are_one_error_line(argv, message):
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("convgen: error:") and message in lines[0], p.stderr
+
+
+def test_a_missing_model_for_top_is_one_error_line_before_the_database_is_made(tmp_path):
+    db = tmp_path / "t.sqlite"
+    p = subprocess.run([sys.executable, "-m", "convgen", "tune", "--db", str(db), "--top", "4",
+                        *PROBLEM, "-selector", str(tmp_path / "absent.json")],
+                       capture_output=True, text=True)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("convgen: error:")
+    assert "absent.json" in lines[0] and not db.exists()
 
 
 def test_tune_flags_and_problem_flags_never_collide():

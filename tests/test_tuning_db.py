@@ -46,6 +46,34 @@ def test_records_measurements_and_the_best(tmp_path):
         assert '"table": "best"' in db.dump()
 
 
+def test_a_version_2_file_reads_as_whole_searches_and_its_first_writer_upgrades_it(tmp_path):
+    # version 2 had no best.searched: a reader (a run, a read-only checkout) leaves the file
+    # as it is; a writer adds the column, every old best of a whole space
+    path = str(tmp_path / "old.sqlite")
+    key = _key()
+    with TuningDB(path) as db:
+        db.set_best(key, "block_m=64", 1.0, 2.0, "gpu reference [1 1 1]")
+    with sqlite3.connect(path) as con:
+        con.execute("ALTER TABLE best DROP COLUMN searched")
+        con.execute("UPDATE meta SET value = '2' WHERE name = 'version'")
+    con.close()
+    before = open(path, "rb").read()
+    with TuningDB(path, readonly=True) as db:
+        assert db.best(key).searched == "space" and db.rows("SELECT searched FROM best") == [{"searched": "space"}]
+    assert open(path, "rb").read() == before
+    with TuningDB(path) as db:
+        assert db.best(key).searched == "space"
+        db.set_best(_key(n=32), "block_m=128", 1.0, 2.0, "gpu reference [1 1 1]",
+                    searched="the first 6 of 40 ranked by sm90.json")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        assert con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone() == ("3",)
+        assert sorted(con.execute("SELECT n, searched FROM best")) == [
+            (32, "the first 6 of 40 ranked by sm90.json"), (256, "space")]
+    con.close()
+    with TuningDB(path) as db:   # opened again: nothing left to upgrade
+        assert db.best(_key(n=32)).searched.startswith("the first 6")
+
+
 def test_a_measurement_of_the_same_config_replaces_the_old_one(tmp_path):
     with TuningDB(str(tmp_path / "t.sqlite")) as db:
         db.record(_key(), "cfg", "ok", ms=2.0)

@@ -980,6 +980,10 @@ TUNE_FLAGS = _table(
          "directions of --layers: fwd, bwd_data, bwd_weight", "all three"),
         ("max_configs", "max_configs", _size, "measure at most the first N configs of the space",
          "all"),
+        ("top", "top", _size, "measure only the N configs the selector model (the problem's "
+         "-selector) ranks first, its pick first; a problem no model ranks is searched whole. "
+         "The best is marked as of those N, and no selector trains on the problem until its "
+         "whole space is measured", "all"),
         ("jobs", "jobs", _size, "configs compiled at once", "the CPU count"),
         ("retime_before", "retime_before", _timestamp,
          "time again every config that ran and was timed before this UTC time "
@@ -1125,7 +1129,8 @@ def _split_flags(tokens: list[str], table: Table) -> tuple[list[str], list[str]]
 
 
 def parse_tune(argv: list[str]) -> dict:
-    """{"configs": [RunConfig, ...], "db": path, "max_configs", "jobs", "allow_cpu"}."""
+    """{"configs": [RunConfig, ...], "db": path, "max_configs", "top", "jobs", "allow_cpu",
+    "retime_before", "retime_under"}."""
     from convgen import tuning_db
     mine, rest = _split_flags([str(a) for a in argv], TUNE_FLAGS)
     v = _scan(mine, TUNE_FLAGS)
@@ -1164,11 +1169,14 @@ def parse_tune(argv: list[str]) -> dict:
             configs.append(parse(words + ["-x2"]))
         except ConvgenError as e:
             raise _named(e, words) from None
+    if "top" in v and "max_configs" in v:
+        raise ConvgenError("--top and --max-configs: one or the other (the model's first N, "
+                           "or the space's)")
     if "retime_under" in v and "retime_before" not in v:
         raise ConvgenError("--retime-under: only with --retime-before (what was timed before it, "
                            "and took less)")
     return {"configs": configs, "db": tuning_db.resolve(v.get("db", ""), writing=True),
-            "max_configs": v.get("max_configs"), "jobs": v.get("jobs"),
+            "max_configs": v.get("max_configs"), "top": v.get("top"), "jobs": v.get("jobs"),
             "allow_cpu": v.get("allow_cpu", False), "retime_before": v.get("retime_before"),
             "retime_under": v.get("retime_under")}
 
@@ -1314,7 +1322,8 @@ def main(argv: list[str] | None = None) -> int:
                                       args["max_configs"], args["allow_cpu"],
                                       done=report_problem,
                                       retime_before=args["retime_before"],
-                                      retime_under=args["retime_under"]), args["db"])
+                                      retime_under=args["retime_under"], top=args["top"]),
+                                 args["db"])
         if argv and argv[0] in ("train-selector", "eval-selector"):
             if wants_help:
                 print(usage(SELECTOR_FLAGS), end="")

@@ -446,8 +446,10 @@ def _drop_host_timed(by_config: dict, space) -> None:
 
 
 def load_dataset(db_path: str, arch: str) -> list[Problem]:
-    """Every problem measured on `arch` whose tuning finished (it has a best row, or every
-    config of today's space has a time under some kernel version), with the configs valid
+    """Every problem measured on `arch` whose tuning finished (it has a best of its whole
+    space, or every config of today's space has a time under some kernel version: not a
+    `tune --top` or `--max-configs` best alone, whose few configs would teach that the
+    fastest of them is the fastest of all), with the configs valid
     for it now. The measurements of all kernel versions count (the latest of each config
     wins; _drop_host_timed leaves out per-launch times a finished retime left behind): a
     kernel edit that changes speed shows up as new rows when its problems are tuned again,
@@ -460,13 +462,13 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     checks it again. A problem whose tuning was stopped part way has only some configs
     measured: its best so far would judge a pick among a few, so it waits for the rest."""
     from convgen.kernels import config as kconfig
-    from convgen.tuning_db import TuningDB, problem_from_key
+    from convgen.tuning_db import SEARCHED_ALL, TuningDB, problem_from_key
     backend = _backend_for(arch)
     problem_columns = ("device", "direction", "dtype", "layouts") + SHAPE_COLUMNS
     with TuningDB(db_path, readonly=True) as db:
         rows = db.rows("SELECT * FROM measurements WHERE arch = ? ORDER BY measured_at", (arch,))
         finished = set(db.con.execute(f"SELECT DISTINCT {', '.join(problem_columns)} FROM best "
-                                      "WHERE arch = ?", (arch,)))
+                                      "WHERE arch = ? AND searched = ?", (arch, SEARCHED_ALL)))
     newest = {row["direction"]: row["kernel"] for row in rows}   # rows in time order
     grouped: dict[tuple, dict] = defaultdict(dict)
     devices = {}
@@ -669,11 +671,20 @@ class Model:
                               np.asarray(feature_rows(p, configs, dev), dtype=np.float64))
 
     def pick_rows(self, direction: str, x, accept=None) -> tuple[int, float] | None:
-        """pick() of the candidates' feature rows x: of the PREFILTER_KEEP that the ranking
-        model's first PREFILTER_TREES trees rank first, the first in the whole model's
-        order that `accept(i)` takes (every one when accept is None); where it takes none of
-        those, the first of the rest in the whole model's order; None when it takes none.
+        """pick() of the candidates' feature rows x: the first of order_rows(direction, x)
+        that `accept(i)` takes (every one when accept is None), None when it takes none.
         Its TFLOPS as the speed model predicts them."""
+        import numpy as np
+        best = next((i for i in self.order_rows(direction, x) if accept is None or accept(i)), None)
+        if best is None:
+            return None
+        return best, float(np.expm1(self.booster(direction, "speed").predict(x[best:best + 1])[0]))
+
+    def order_rows(self, direction: str, x):
+        """The candidates (row indices of x) in the order a pick asks for them, lazily: the
+        PREFILTER_KEEP that the ranking model's first PREFILTER_TREES trees rank first, in
+        the whole model's order; then the rest in the whole model's order (their trees
+        are walked only when a caller gets that far)."""
         import numpy as np
         booster = self.booster(direction)
         if len(x) > PREFILTER_KEEP:
@@ -683,19 +694,12 @@ class Model:
             kept, rest = kept[:PREFILTER_KEEP], kept[PREFILTER_KEEP:]
         else:
             start, first, kept, rest = 0, np.zeros(len(x)), np.arange(len(x)), np.arange(0)
-        best = None
         for group in (kept, rest):
             if not len(group):
                 continue
             # the whole model's score: the prefilter's trees' sum and the trees after them
             score = first[group] + booster.predict(x[group], start=start)
-            ranked = group[np.argsort(-score, kind="stable")]
-            best = next((int(i) for i in ranked if accept is None or accept(int(i))), None)
-            if best is not None:
-                break
-        if best is None:
-            return None
-        return best, float(np.expm1(self.booster(direction, "speed").predict(x[best:best + 1])[0]))
+            yield from (int(i) for i in group[np.argsort(-score, kind="stable")])
 
 
 # ---- run-time selection ---------------------------------------------------------------------
@@ -725,27 +729,13 @@ def choose(problem, backend, given: str | None = ""):
     """(config, predicted TFLOPS, model path), or (None, why not, None): the candidate of
     the tuning space (kernels/config.space) the model ranks first."""
     from convgen.kernels import config as kconfig
-    if given is None:
-        return None, "selector off", None
-    path = resolve(given, backend.arch)
-    if path is None:
-        return None, f"no selector model for {backend.arch}", None
-    try:
-        model = load(path)
-    except ImportError:
-        return None, "the selector needs lightgbm, which is not installed", None
-    if model.arch != backend.arch:
-        raise ConvgenError(f"selector model '{path}' is for {model.arch}, not {backend.arch}",
-                           field="selector")
+    model, path, why = model_for(problem, backend, given)
+    if model is None:
+        return None, why, None
     kept = set(model.meta.get("rule_families") or ()) & set(families_of(problem))
     if kept:
         return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
                       "problems (it beat the model in cross-validation)"), None
-    if problem.direction.name not in model.directions:
-        return None, f"{os.path.basename(path)} has no {problem.direction.name} model", None
-    kind = coverage(problem)
-    if "coverage" in model.meta and kind not in model.meta["coverage"]:
-        return None, f"{os.path.basename(path)} was trained on no {kind} problem", None
     import numpy as np
     space = kconfig.space(problem, backend)
     x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
@@ -756,23 +746,68 @@ def choose(problem, backend, given: str | None = ""):
     return space[picked[0]], picked[1], path
 
 
+def model_for(problem, backend, given: str | None):
+    """(model, its path, None), or (None, None, why no model ranks this problem); a model
+    file named but missing, damaged or for another arch is an error."""
+    if given is None:
+        return None, None, "selector off"
+    path = resolve(given, backend.arch)
+    if path is None:
+        return None, None, f"no selector model for {backend.arch}"
+    try:
+        model = load(path)
+    except ImportError:
+        return None, None, "the selector needs lightgbm, which is not installed"
+    if model.arch != backend.arch:
+        raise ConvgenError(f"selector model '{path}' is for {model.arch}, not {backend.arch}",
+                           field="selector")
+    if problem.direction.name not in model.directions:
+        return None, None, f"{os.path.basename(path)} has no {problem.direction.name} model"
+    kind = coverage(problem)
+    if "coverage" in model.meta and kind not in model.meta["coverage"]:
+        return None, None, f"{os.path.basename(path)} was trained on no {kind} problem"
+    return model, path, None
+
+
+def ranked(problem, backend, given: str | None = "") -> tuple[list, str]:
+    """(configs, model file): the configs of the tuning space a selection may pick (as
+    pick_runnable narrows it: valid here, of short chains where any is) in the order it
+    asks for them, so choose()'s pick first (`convgen tune --top` measures the first
+    few); or ([], why no model ranks this problem)."""
+    from convgen.kernels import config as kconfig
+    model, path, why = model_for(problem, backend, given)
+    if model is None:
+        return [], why
+    space = kconfig.space(problem, backend)
+    valid = {i for i, cfg in enumerate(space) if runs_here(cfg, problem, backend)}
+    allowed = {i for i in valid if short_chain(problem, space[i])} or valid
+    import numpy as np
+    x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
+                   dtype=np.float64)
+    return [space[i] for i in model.order_rows(problem.direction.name, x) if i in allowed], path
+
+
 def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, float] | None:
     """model.pick_rows over the configs of `space` a selection may pick: those
     kernels/config.validate accepts here (the model never learnt that the others fail),
     of short chains (short_chain) where any is. Asked in the model's order of the few
     candidates the pick looks at (validation costs more than the trees)."""
-    from convgen.kernels import config as kconfig
-
     @functools.cache
     def valid(i: int) -> bool:
-        try:
-            kconfig.validate(space[i], problem, backend, True)
-        except ConvgenError:
-            return False
-        return True
+        return runs_here(space[i], problem, backend)
     direction = problem.direction.name
     return (model.pick_rows(direction, x, lambda i: valid(i) and short_chain(problem, space[i]))
             or model.pick_rows(direction, x, valid))
+
+
+def runs_here(cfg, problem, backend) -> bool:
+    """Whether kernels/config.validate accepts cfg for the problem on this backend."""
+    from convgen.kernels import config as kconfig
+    try:
+        kconfig.validate(cfg, problem, backend, True)
+    except ConvgenError:
+        return False
+    return True
 
 
 def short_chain(problem, cfg) -> bool:
@@ -928,6 +963,8 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             else:
                 # the training shapes held no problem of this direction: a run takes the rule
                 chosen, predicted = (texts.index(rule) if rule in texts else None), None
+            top = (_timed_top(model, prob, allowed)
+                   if prob.problem.direction.name in model.directions else None)
             one = single.get(prob.problem.direction.name)
             single_eff = prob.tflops[texts.index(one)] / prob.best if one in texts else 0.0
             fams = families(prob)
@@ -938,8 +975,35 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
                 "best_tflops": prob.best, "chosen": texts[chosen] if chosen is not None else None,
                 "predicted_tflops": predicted, "model": model_eff,
                 "rule": rule_eff, "single": single_eff,
-                "selector": rule_eff if ruled else model_eff, "rule_families": keep_rule})
+                "selector": rule_eff if ruled else model_eff, "rule_families": keep_rule,
+                "timed_top": top})
     return per_problem, select_s
+
+
+# `convgen tune --top K` measures the model's first K and keeps the fastest: the evaluation
+# reports that best's efficiency for these K
+TOP_KS = (2, 4, 6, 8)
+
+
+def _timed_top(model: Model, prob: Problem, allowed: list[int]) -> dict[str, float]:
+    """{K: the best measured of the model's first K candidates / the best of all} (JSON keys)."""
+    import itertools
+    x = feature_rows(prob.problem, [prob.configs[i] for i in allowed], prob.device)
+    first = [allowed[i] for i in itertools.islice(model.order_rows(prob.problem.direction.name, x),
+                                                  max(TOP_KS))]
+    return {str(k): max(prob.tflops[i] for i in first[:k]) / prob.best for k in TOP_KS}
+
+
+def timed_top_summaries(per_problem: list[dict]) -> dict:
+    """{K: {"overall" and each direction: mean / P10 / min}} of the timed_top efficiencies."""
+    out = {}
+    for k in map(str, TOP_KS):
+        out[k] = {}
+        for name in ("overall",) + DIRECTIONS:
+            effs = [r["timed_top"][k] for r in per_problem if r.get("timed_top")
+                    and (name == "overall" or name in r["families"])]
+            out[k][name] = _summary(effs)
+    return out
 
 
 def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group: str = "shape",
@@ -967,6 +1031,7 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
                        for who in ("selector", "model", "rule", "single")}
     out["overall"] = {k: table["overall"]["selector"][k] for k in ("mean", "p10", "min")}
     out["families"] = table
+    out["timed_top"] = timed_top_summaries(per_problem)
     if shuffles:
         runs = [per_problem] + [_cross_validate(problems, folds, trees, True, group, seed)[0]
                                 for seed in range(1, shuffles + 1)]
@@ -975,6 +1040,9 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
                            "families": {name: _mean_summary([one[name] for one in each])
                                         for name in names},
                            "each": each}
+        tops = [timed_top_summaries(rows) for rows in runs]
+        out["shuffled"]["timed_top"] = {k: {name: _mean_summary([t[k][name] for t in tops])
+                                            for name in tops[0][k]} for k in tops[0]}
     out["prediction_error"] = _prediction_error(per_problem)
     out["per_problem"] = per_problem
     return out
@@ -1094,6 +1162,14 @@ def main(command: str, args: dict) -> int:
                            f"{name} " + " / ".join(f"{100 * one[k]:.2f}%" for k in ("mean", "p10", "min"))
                            for name, one in shuffled["families"].items()
                            if name in ("overall",) + DIRECTIONS))
+        top = result.get("shuffled", result)["timed_top"]
+        report.say("eval-selector: the best measured of the model's first K (tune --top K), "
+                   "mean / P10 / min" + (" averaged likewise" if "shuffled" in result else "")
+                   + ": " + "; ".join(f"K={k} " + " / ".join(
+                       f"{100 * one['overall'][w]:.2f}%" for w in ("mean", "p10", "min"))
+                       + " (lowest direction min "
+                       + f"{100 * min(one[d]['min'] for d in DIRECTIONS if one[d].get('count')):.1f}%)"
+                       for k, one in top.items()))
         error = result["prediction_error"]
         if error["count"]:
             report.say(f"eval-selector: the predicted TFLOPS of a pick is off its measured TFLOPS "

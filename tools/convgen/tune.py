@@ -1,7 +1,8 @@
 """`convgen tune`: search the kernel config space for problems and record what was measured.
 
 For each problem (a RunConfig built by the CLI): every config of `kernels.config.space`
-not yet in the database is checked (an invalid one is recorded as such and never stops
+(or, with `top`, the first few in the selector model's order: selector.ranked) not yet
+in the database is checked (an invalid one is recorded as such and never stops
 the run), compiled on all CPU cores at once, then timed on the GPU one at a time (median
 of triton.testing.do_bench over a CUDA graph of the launches: the GPU's time, not
 Python's). The fastest is run once more through the whole convgen
@@ -22,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from convgen import backend as backends
 from convgen.errors import ConvgenError
 from convgen.options import RunConfig
-from convgen.tuning_db import TuningDB, key_for
+from convgen.tuning_db import SEARCHED_ALL, TuningDB, key_for
 
 CHECKS = 3   # how many of the fastest configs may fail the reference check before giving up
 # From this UTC time (a measured_at) tune times a CUDA graph of a config's launches (_time
@@ -43,34 +44,42 @@ class TuneResult:
     invalid: int
     seconds: float
     note: str = ""
+    searched: str = SEARCHED_ALL   # what the best is the fastest of (best.searched)
 
 
 def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
          max_configs: int | None = None, allow_cpu: bool = False, progress: bool = True,
          done=None, retime_before: str | None = None,
-         retime_under: float | None = None) -> list[TuneResult]:
+         retime_under: float | None = None, top: int | None = None) -> list[TuneResult]:
     """Tune each problem in turn; `done(result)` hears of each as it finishes (a run
     stopped early has said what it did). `retime_before` (a measured_at time): configs
     timed before it count as not measured (a change in how times are taken); with
-    `retime_under` (ms), only those whose time was under it."""
+    `retime_under` (ms), only those whose time was under it. `top`: only the configs the
+    selector model (the problem's -selector) ranks first, that many; `max_configs`: the
+    first of the space. Either way the best says what it is the fastest of
+    (best.searched), and a selector does not train on the problem until its whole space
+    is measured."""
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
     for c in configs:   # before the database is opened: a refused run leaves it untouched
         if c.problem.is_3d:
             raise ConvgenError("3-D problems are not tuned: they run the 2-D kernel of their "
                                "depth slices (depth.py), whose own 2-D problem may be tuned")
+        if top:
+            from convgen import selector
+            selector.model_for(c.problem, be, c.kernel.selector)   # a bad model file: an error
     results = []
     with TuningDB(db_path) as db:
         for c in configs:
             results.append(_tune_one(c, db, be, jobs or os.cpu_count() or 1, max_configs,
-                                     allow_cpu, progress, retime_before, retime_under))
+                                     allow_cpu, progress, retime_before, retime_under, top))
             if done is not None:
                 done(results[-1])
     return results
 
 
 def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress,
-              retime_before=None, retime_under=None) -> TuneResult:
+              retime_before=None, retime_under=None, top=None) -> TuneResult:
     from tqdm import tqdm
 
     from convgen import inputs
@@ -87,15 +96,17 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
     if retime_before:
         for text in db.timed_before(key, retime_before, retime_under):
             del done[text]
-    space = kconfig.space(p, be)
-    if max_configs:
-        space = space[:max_configs]
+    space, searched, note = _searched(config, be, top, max_configs)
     todo = [c for c in space if c.describe() not in done]
     best = db.best(key)
-    if not todo and best is not None and not (retime_before and best.measured_at < retime_before):
+    # a best of the whole space answers any run; a best of a few, only a run of a few
+    if (not todo and best is not None
+            and (best.searched == SEARCHED_ALL or searched != SEARCHED_ALL)
+            and not (retime_before and best.measured_at < retime_before)):
         # a resumed run passes finished problems in milliseconds: no inputs, no second check
         return TuneResult(_short(p), best.config, best.ms, 0, len(space), 0,
-                          time.perf_counter() - t_start, "measured and checked before")
+                          time.perf_counter() - t_start, "measured and checked before",
+                          best.searched)
     device = be.torch_device
     tensors = inputs.make_inputs(p, config.data, device)
     out, _ = inputs.guarded_output(p, device)
@@ -153,11 +164,12 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
         timed += 1
     bar.close()
 
-    result = TuneResult(_short(p), None, None, timed, len(space) - len(todo), invalid, 0.0)
+    result = TuneResult(_short(p), None, None, timed, len(space) - len(todo), invalid, 0.0, note,
+                        searched)
     if be.interpreter and not allow_cpu:
-        result.note = "interpreter: times recorded, no best chosen"
+        result.note = "; ".join(filter(None, (note, "interpreter: times recorded, no best chosen")))
     else:
-        _choose_best(config, db, key, be, result)
+        _choose_best(config, db, key, be, result, searched)
     result.seconds = time.perf_counter() - t_start
     return result
 
@@ -199,7 +211,26 @@ def _graph(run):
     return graph.replay, None
 
 
-def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> None:
+def _searched(config: RunConfig, be, top, max_configs) -> tuple[list, str, str]:
+    """(the configs to measure, what the best will be the fastest of, a note): the space;
+    the `top` the selector ranks first (the whole space, and the note says why, where no
+    model ranks the problem); or the space's first `max_configs`."""
+    from convgen import selector
+    from convgen.kernels import config as kconfig
+    space = kconfig.space(config.problem, be)
+    if top:
+        ranked, model = selector.ranked(config.problem, be, config.kernel.selector)
+        if not ranked:
+            return space, SEARCHED_ALL, f"--top: {model}, so the whole space"
+        return (ranked[:top], f"the first {min(top, len(ranked))} of {len(ranked)} ranked by "
+                f"{os.path.basename(model)}", "")
+    if max_configs and max_configs < len(space):
+        return space[:max_configs], f"the first {max_configs} of {len(space)} of the space", ""
+    return space, SEARCHED_ALL, ""
+
+
+def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult,
+                 searched: str = SEARCHED_ALL) -> None:
     """Check the fastest measured configs with convgen's own reference, fastest first; the
     first that passes becomes the best."""
     from convgen import driver, report
@@ -216,7 +247,7 @@ def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult) -> No
         verdict = driver.execute(run, say=lambda line: None).verdict
         if tuple(verdict.bits) == (1, 1, 1):
             db.set_best(key, text, ms, config.problem.flops / ms / 1e9,
-                        f"{validator} reference [1 1 1]")
+                        f"{validator} reference [1 1 1]", searched)
             result.best, result.best_ms = text, ms
             return
         db.record(key, text, "wrong", ms=ms, error=f"failed the reference check: bits "
@@ -234,6 +265,8 @@ def report_problem(r: TuneResult) -> None:
     not an error: the database says why for each config)."""
     from convgen import report
     best = f"best {r.best_ms:.3f} ms {r.best}" if r.best else r.note
+    if r.best and r.searched != SEARCHED_ALL:
+        best += f" (of {r.searched})"
     report.say(f"convgen tune: {r.problem}: {r.measured} timed, {r.skipped} already "
                f"measured, {r.invalid} invalid, {r.seconds:.1f} s; {best}")
 

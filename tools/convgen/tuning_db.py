@@ -12,7 +12,9 @@ layouts, N, C, K, G, H, W, Y, X, strides, padding and dilation (`problem_key`, `
     measurements   one per (key, config): its time in ms, or status "invalid" (the config
                    does not compile or does not fit: `error` says why) or "wrong" (it ran
                    and failed the reference check). The training data of a learned selector.
-    best           one per key: the fastest config that passed the reference check.
+    best           one per key: the fastest config that passed the reference check, and
+                   what it was the fastest of (`searched`: the whole tuning space, or the
+                   first configs of it that `convgen tune --top` or `--max-configs` measured).
     meta           the schema's name and version; a file without them is refused.
 
 The database never decides anything by itself: kernels/select.py (lookup) and tune.py
@@ -32,7 +34,8 @@ from convgen.errors import ConvgenError
 from convgen.problem import make_problem
 
 SCHEMA_NAME = "convgen-tuning"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3   # 3: best.searched; a version 2 file is upgraded by its first writer
+SEARCHED_ALL = "space"   # best.searched of a search over every config of the tuning space
 KEY_COLUMNS = ("arch", "device", "triton", "kernel", "direction", "dtype", "layouts", "n", "c", "k", "g",
                "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
 _KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in 'n c k g h w y x stride_h stride_w dil_h dil_w'.split() else 'TEXT'} NOT NULL"
@@ -57,6 +60,7 @@ CREATE TABLE IF NOT EXISTS best (
     tflops REAL,
     checked TEXT NOT NULL,           -- the reference check it passed
     measured_at TEXT NOT NULL,
+    searched TEXT NOT NULL DEFAULT '{SEARCHED_ALL}',  -- what it is the fastest of
     PRIMARY KEY ({", ".join(KEY_COLUMNS)})
 ) WITHOUT ROWID;
 """
@@ -122,6 +126,7 @@ class Best:
     tflops: float | None
     checked: str
     measured_at: str
+    searched: str = SEARCHED_ALL
 
 
 OPEN_WAIT_S = 60
@@ -223,10 +228,28 @@ class TuningDB:
         if meta.get("schema") != SCHEMA_NAME:
             raise ConvgenError(f"tuning database '{self.path}' is not a convgen tuning database "
                                "(another program's SQLite file?)", field="tuning_db")
-        if meta.get("version") != str(SCHEMA_VERSION):
+        if meta.get("version") == "2":
+            self._upgrade_from_2()
+        elif meta.get("version") != str(SCHEMA_VERSION):
             raise ConvgenError(f"tuning database '{self.path}' has schema version "
                                f"{meta.get('version')}; this convgen reads version {SCHEMA_VERSION}",
                                field="tuning_db")
+
+    def _upgrade_from_2(self) -> None:
+        """Version 2 had no best.searched, and its bests count as of a whole space (one
+        that --max-configs cut short cannot be told apart). A writer adds the column; a
+        reader, which may not change the file, sees the table through a view of this
+        connection's own (the temp schema is searched first)."""
+        if self.readonly:
+            self.con.execute(f"CREATE TEMP VIEW best AS SELECT *, '{SEARCHED_ALL}' AS searched "
+                             "FROM main.best")
+            return
+        with self._transaction():   # asked again under the write lock: another writer may be first
+            if self.con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0] == "2":
+                self.con.execute(f"ALTER TABLE best ADD COLUMN searched TEXT NOT NULL "
+                                 f"DEFAULT '{SEARCHED_ALL}'")
+                self.con.execute("UPDATE meta SET value = ? WHERE name = 'version'",
+                                 (str(SCHEMA_VERSION),))
 
     def _transaction(self):
         con = self.con
@@ -270,9 +293,10 @@ class TuningDB:
             self.con.execute(f"INSERT OR REPLACE INTO measurements ({cols}) VALUES "
                              f"({', '.join(':' + c for c in row)})", row)
 
-    def set_best(self, key: dict, config: str, ms: float, tflops: float | None, checked: str) -> None:
+    def set_best(self, key: dict, config: str, ms: float, tflops: float | None, checked: str,
+                 searched: str = SEARCHED_ALL) -> None:
         row = {**key, "config": config, "ms": ms, "tflops": tflops, "checked": checked,
-               "measured_at": _now()}
+               "measured_at": _now(), "searched": searched}
         with self._transaction():
             self.con.execute(f"INSERT OR REPLACE INTO best ({', '.join(row)}) VALUES "
                              f"({', '.join(':' + c for c in row)})", row)
@@ -294,7 +318,7 @@ class TuningDB:
             return [c for (c,) in cur]
 
     def best(self, key: dict) -> Best | None:
-        row = self.con.execute(f"SELECT config, ms, tflops, checked, measured_at FROM best "
+        row = self.con.execute(f"SELECT config, ms, tflops, checked, measured_at, searched FROM best "
                                f"WHERE {_KEY_MATCH}", key).fetchone()
         return Best(*row) if row else None
 
