@@ -47,18 +47,6 @@ def _problem(layer, batch, direction):
                         pad=(pad,) * 4, layouts=LAYOUTS)
 
 
-def _cpu_backend(arch: str, device: str):
-    """The Backend the selector's own evaluation uses for `arch` (selector._backend_for),
-    answering `device` for its name, on a machine without it: the selection asks nothing
-    else of the device."""
-    from dataclasses import astuple
-
-    class Named(type(selector._backend_for(arch))):
-        def device_name(self) -> str:
-            return device
-    return Named(*astuple(selector._backend_for(arch)))
-
-
 def _stages(problems, be, path) -> dict:
     """selector.choose's steps timed one by one (the same calls, in its order): the tuning
     space built, every candidate's features, the pick (the ranking model's trees, and
@@ -89,7 +77,7 @@ def main() -> int:
     args = ap.parse_args()
     if bool(args.arch) != bool(args.device):
         sys.exit("bench_selector: --arch and --device go together")
-    be = current() if not args.arch else _cpu_backend(args.arch, args.device)
+    be = current() if not args.arch else selector.offline_backend(args.arch, args.device)
     path = selector.resolve("", be.arch)
     if path is None:
         sys.exit(f"bench_selector: no model for {be.arch} in {selector.MODELS_DIR}")

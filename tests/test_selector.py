@@ -953,6 +953,47 @@ def test_the_selection_bench_times_a_device_it_is_not_on(tmp_path):
     assert p.returncode != 0 and "--arch and --device go together" in p.stderr
 
 
+def test_the_top_comparison_judges_the_few_against_the_whole_search(tmp_path, db, problems, model):
+    """benchmarks/tune_top_compare.py: the model's first K, as a --top run would have
+    measured them (the fixture's times), against the whole search of the same problems."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "tune_top_compare.py")
+    spec = importlib.util.spec_from_file_location("tune_top_compare", path)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    # a model of a few trees, whose first is not always the fastest
+    model_path = str(tmp_path / "few-trees.json")
+    selector.Model.of(selector.train(problems, 3), {"arch": "sm90"}).save(model_path)
+    backend = selector.offline_backend("sm90", H100["device"])
+    top_path, expected = str(tmp_path / "top.sqlite"), {}
+    with TuningDB(db, readonly=True) as whole, TuningDB(top_path) as top:
+        for prob in problems[::4]:
+            key = {c: H100.get(c) for c in KEY_COLUMNS} | {
+                c: v for c, v in zip(("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS, prob.key)}
+            times = {c: ms for c, (status, ms, _) in whole.measured(key).items() if status == "ok"}
+            order, _ = selector.ranked(prob.problem, backend, model_path)
+            first = [c.describe() for c in order[:3] if c.describe() in times]
+            if len(first) < 3:
+                continue
+            for c in first:
+                top.record(key, c, "ok", ms=times[c])
+            fastest = min(first, key=times.get)
+            top.set_best(key, fastest, times[fastest], None, "fixture", "the first 3 of ...")
+            best = whole.best(key).ms
+            expected[prob.problem.describe()] = (best / times[first[0]], best / times[fastest])
+    rows = compare.compare(top_path, db, model_path)
+    assert sorted(r["problem"] for r in rows) == sorted(expected) and len(rows) >= 5
+    for r in rows:
+        assert (r["pick"], r["top"]) == pytest.approx(expected[r["problem"]])
+        assert r["top_own_time"] == r["top"] and r["k"] == 3
+    assert any(r["pick"] < r["top"] for r in rows)   # the first three beat the first alone
+    # a model that ranks otherwise is refused, not compared
+    other_path = str(tmp_path / "sm90.json")
+    model.save(other_path)
+    with pytest.raises(ConvgenError, match="does not rank"):
+        compare.compare(top_path, db, other_path)
+
+
 @pytest.mark.parametrize("script,args", [
     ("rank_params_sweep", ["{}"]),
     ("prefilter_keep_sweep", []),

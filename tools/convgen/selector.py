@@ -427,6 +427,17 @@ def _backend_for(arch: str):
     return Backend("hip" if arch.startswith("gfx") else "cuda", arch, 64 if arch.startswith("gfx") else 32)
 
 
+def offline_backend(arch: str, device: str):
+    """_backend_for(arch), answering `device` for its name: how a selection on that GPU
+    ranks, worked out on a machine without it (it asks nothing else of the device)."""
+    from dataclasses import astuple
+
+    class Named(type(_backend_for(arch))):
+        def device_name(self) -> str:
+            return device
+    return Named(*astuple(_backend_for(arch)))
+
+
 def _drop_host_timed(by_config: dict, space) -> None:
     """One problem's configs are compared with each other. Where its retime is complete
     (every config of today's space, `space()`'s texts, that held a per-launch time under
