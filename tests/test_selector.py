@@ -214,6 +214,10 @@ def test_tune_top_measures_the_models_first_few_and_marks_its_best(tmp_path, mod
     assert best.config in measured
     (again,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False, top=2)
     assert again.measured == 0 and again.note == "measured and checked before"
+    # a run takes that best, and its # line says what it is the fastest of
+    cfg, source = kconfig.select(config.problem, be, True, None, db, path)
+    assert cfg.describe() == best.config
+    assert source.startswith(f"tuned: the fastest measured here of the first 2 of {len(order)} ranked by m.json (")
 
 
 def test_features_are_one_row_per_config_in_the_documented_order(problems):

@@ -800,8 +800,9 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
             best = db.best(tuning_db.key_for(problem, backend))
     _open_given(None, selector_path)   # even where a tuned entry wins
     if best is not None:
+        of = "" if best.searched == tuning_db.SEARCHED_ALL else f" of {best.searched}"
         return (choose(problem, backend, use_dot, from_text(best.config)),
-                f"tuned: the fastest measured here ({best.ms:.3f} ms, {best.measured_at}, "
+                f"tuned: the fastest measured here{of} ({best.ms:.3f} ms, {best.measured_at}, "
                 f"{os.path.basename(path)})")
     untuned = f"no tuned entry in {os.path.basename(path)}" if path else "no tuning database"
     cfg, predicted, model = selector.choose(problem, backend, selector_path)
