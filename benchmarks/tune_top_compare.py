@@ -53,8 +53,10 @@ def _seconds(log: str | None) -> dict[str, float]:
     return out
 
 
-def compare(top_path: str, whole_path: str, model_path: str) -> list[dict]:
+def compare(top_path: str, whole_path: str, model_path: str, skipped: list | None = None) -> list[dict]:
+    """One row per problem in both; `skipped` hears of the others (why, and the problem)."""
     rows = []
+    skipped = [] if skipped is None else skipped
     where = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
     with TuningDB(top_path, readonly=True) as top, TuningDB(whole_path, readonly=True) as whole:
         for best in top.rows("SELECT * FROM best"):
@@ -62,6 +64,9 @@ def compare(top_path: str, whole_path: str, model_path: str) -> list[dict]:
             whole_best = whole.best(key)
             if whole_best is None or whole_best.searched != "space":
                 continue   # not (yet) searched whole
+            if best["searched"] == "space":   # no model ranked it: the --top run searched it whole
+                skipped.append(("searched whole by the --top run", key))
+                continue
             times = {c: ms for c, (status, ms, _) in whole.measured(key).items() if status == "ok"}
             top_times = {c: ms for c, (status, ms, _) in top.measured(key).items() if status == "ok"}
             p = problem_from_key(key)
@@ -72,6 +77,10 @@ def compare(top_path: str, whole_path: str, model_path: str) -> list[dict]:
             if set(first) != set(top.measured(key)):
                 raise ConvgenError(f"{model_path} does not rank {p.describe()} as the --top run "
                                    "did: its first configs are not the ones measured")
+            if first[0] not in times or best["config"] not in times:
+                # the whole search found the model's first or the --top best invalid or wrong
+                skipped.append(("not timed by the whole search", key))
+                continue
             rows.append({"problem": p.describe(), "direction": p.direction.name, "k": k,
                          "searched": best["searched"],
                          "pick": whole_best.ms / times[first[0]],
@@ -90,8 +99,9 @@ def main() -> int:
     ap.add_argument("--whole-log", help="the whole search's convgen tune output")
     ap.add_argument("--json")
     args = ap.parse_args()
+    skipped = []
     try:
-        rows = compare(args.top, args.whole, args.model)
+        rows = compare(args.top, args.whole, args.model, skipped)
     except ConvgenError as e:
         print(f"tune_top_compare: error: {e}", file=sys.stderr)
         return 2
@@ -116,8 +126,12 @@ def main() -> int:
         print(f"tuning time over the {len(both)} problems both logs time: --top {tuning['top_s']:.0f} s, "
               f"whole {tuning['whole_s']:.0f} s ({tuning['whole_s'] / tuning['top_s']:.1f}x)")
     print(f"the --top best is the whole search's best on {sum(r['same_config'] for r in rows)} of {len(rows)}")
+    for why, key in skipped:
+        print(f"left out, {why}: {problem_from_key(key).describe()}")
     if args.json:
         report.write_json(args.json, {"summary": table, "tuning_seconds": tuning, "per_problem": rows,
+                                      "left_out": [{"why": why, "problem": problem_from_key(key).describe()}
+                                                   for why, key in skipped],
                                       "model": os.path.basename(args.model),
                                       "command": " ".join(["python", "benchmarks/tune_top_compare.py"]
                                                           + sys.argv[1:])})

@@ -105,6 +105,32 @@ def test_a_best_of_the_first_few_says_so_and_a_whole_search_replaces_it(tmp_path
     assert again.note == "measured and checked before" and again.searched == "space"
 
 
+def test_a_search_of_a_few_chooses_among_them_and_a_whole_one_with_nothing_left_replaces_it(tmp_path):
+    db = str(tmp_path / "t.sqlite")
+    (config,) = cli.parse_tune(["--db", db, *PROBLEM])["configs"]
+    space = [c.describe() for c in kconfig.space(config.problem, current())]
+    tune.tune([config], db, allow_cpu=True, progress=False)   # every config timed
+    import sqlite3
+    with sqlite3.connect(db) as con:   # the fastest of all is outside the first two
+        ran = [c for (c,) in con.execute("SELECT config FROM measurements WHERE status = 'ok'")]
+        assert set(space[:2]) <= set(ran)
+        fastest = next(c for c in reversed(space) if c in ran and c not in space[:2])
+        con.execute("UPDATE measurements SET ms = 9.0 WHERE config IN (?, ?)", space[:2])
+        con.execute("UPDATE measurements SET ms = 0.001 WHERE config = ?", (fastest,))
+        con.execute("DELETE FROM best")
+    con.close()
+    (few,) = tune.tune([config], db, max_configs=2, allow_cpu=True, progress=False)
+    with TuningDB(db, readonly=True) as t:
+        best = t.best(_key(config))
+    assert best.config in space[:2] and best.searched.startswith("the first 2 of")
+    # nothing is left to time, and the whole search still chooses again, of everything
+    (whole,) = tune.tune([config], db, allow_cpu=True, progress=False)
+    assert whole.measured == 0 and whole.skipped == len(space)
+    with TuningDB(db, readonly=True) as t:
+        best = t.best(_key(config))
+    assert best.config == fastest and best.searched == "space"
+
+
 def test_top_without_a_model_searches_the_whole_space_and_says_why(tmp_path):
     db = str(tmp_path / "t.sqlite")
     args = cli.parse_tune(["--db", db, "--top", "2", *PROBLEM, "-selector", "none"])

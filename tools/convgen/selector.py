@@ -427,6 +427,7 @@ def _backend_for(arch: str):
     return Backend("hip" if arch.startswith("gfx") else "cuda", arch, 64 if arch.startswith("gfx") else 32)
 
 
+@functools.cache
 def offline_backend(arch: str, device: str):
     """_backend_for(arch), answering `device` for its name: how a selection on that GPU
     ranks, worked out on a machine without it (it asks nothing else of the device)."""
@@ -786,19 +787,26 @@ def model_for(problem, backend, given: str | None):
 def ranked(problem, backend, given: str | None = "") -> tuple[list, str]:
     """(configs, model file): the configs of the tuning space a selection may pick (as
     pick_runnable narrows it: valid here, of short chains where any is) in the order it
-    asks for them, so choose()'s pick first (`convgen tune --top` measures the first
-    few); or ([], why no model ranks this problem)."""
+    asks for them, so what a run takes first (`convgen tune --top` measures the first
+    few): choose()'s pick, or the rule's config in a family the model keeps the rule for;
+    or ([], why none)."""
     from convgen.kernels import config as kconfig
     model, path, why = model_for(problem, backend, given)
     if model is None:
         return [], why
     space = kconfig.space(problem, backend)
     valid = {i for i, cfg in enumerate(space) if runs_here(cfg, problem, backend)}
+    if not valid:
+        return [], "no config of the tuning space runs here"
     allowed = {i for i in valid if short_chain(problem, space[i])} or valid
     import numpy as np
     x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
                    dtype=np.float64)
-    return [space[i] for i in model.order_rows(problem.direction.name, x) if i in allowed], path
+    order = [space[i] for i in model.order_rows(problem.direction.name, x) if i in allowed]
+    if set(model.meta.get("rule_families") or ()) & set(families_of(problem)):
+        rule = kconfig.choose(problem, backend, True)
+        order = [rule] + [c for c in order if c != rule]
+    return order, path
 
 
 def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, float] | None:
@@ -1015,7 +1023,8 @@ def timed_top_summaries(per_problem: list[dict]) -> dict:
         for name in ("overall",) + DIRECTIONS:
             effs = [r["timed_top"][k] for r in per_problem if r.get("timed_top")
                     and (name == "overall" or name in r["families"])]
-            out[k][name] = _summary(effs)
+            if effs:   # a direction the data lacks has no row (the shuffled means read each)
+                out[k][name] = _summary(effs)
     return out
 
 

@@ -169,7 +169,8 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
     if be.interpreter and not allow_cpu:
         result.note = "; ".join(filter(None, (note, "interpreter: times recorded, no best chosen")))
     else:
-        _choose_best(config, db, key, be, result, searched)
+        _choose_best(config, db, key, be, result, searched,
+                     None if searched == SEARCHED_ALL else {c.describe() for c in space})
     result.seconds = time.perf_counter() - t_start
     return result
 
@@ -230,12 +231,15 @@ def _searched(config: RunConfig, be, top, max_configs) -> tuple[list, str, str]:
 
 
 def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult,
-                 searched: str = SEARCHED_ALL) -> None:
+                 searched: str = SEARCHED_ALL, among: set | None = None) -> None:
     """Check the fastest measured configs with convgen's own reference, fastest first; the
-    first that passes becomes the best."""
+    first that passes becomes the best. A search of a few (`among`: their texts) chooses
+    among them alone, so that its best is what `searched` says (rows of an earlier
+    search of others stay out)."""
     from convgen import driver, report
     from convgen.kernels.config import from_text
-    ok = sorted(((ms, cfg) for cfg, (status, ms, _) in db.measured(key).items() if status == "ok"))
+    ok = sorted(((ms, cfg) for cfg, (status, ms, _) in db.measured(key).items()
+                 if status == "ok" and (among is None or cfg in among)))
     validator = "cpu" if be.interpreter else "gpu"
     for ms, text in ok[:CHECKS]:
         run = dataclasses.replace(
