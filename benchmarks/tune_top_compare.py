@@ -20,7 +20,6 @@ Mean, P10 and min overall and per direction; a table, and JSON with --json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -33,12 +32,6 @@ from convgen.errors import ConvgenError  # noqa: E402
 from convgen.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key  # noqa: E402
 
 TUNED = re.compile(r"^# convgen tune: (\w+ .*?): (\d+) timed, .* ([0-9.]+) s; ")
-
-
-def _summary(effs: list[float]) -> dict:
-    import numpy as np
-    return {"count": len(effs), "mean": float(np.mean(effs)), "p10": float(np.percentile(effs, 10)),
-            "min": float(min(effs))} if effs else {"count": 0}
 
 
 def _seconds(log: str | None) -> dict[str, float]:
@@ -57,7 +50,6 @@ def compare(top_path: str, whole_path: str, model_path: str, skipped: list | Non
     """One row per problem in both; `skipped` hears of the others (why, and the problem)."""
     rows = []
     skipped = [] if skipped is None else skipped
-    where = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
     with TuningDB(top_path, readonly=True) as top, TuningDB(whole_path, readonly=True) as whole:
         for best in top.rows("SELECT * FROM best"):
             key = {c: best[c] for c in KEY_COLUMNS}
@@ -68,13 +60,14 @@ def compare(top_path: str, whole_path: str, model_path: str, skipped: list | Non
                 skipped.append(("searched whole by the --top run", key))
                 continue
             times = {c: ms for c, (status, ms, _) in whole.measured(key).items() if status == "ok"}
-            top_times = {c: ms for c, (status, ms, _) in top.measured(key).items() if status == "ok"}
+            measured = top.measured(key)
+            top_times = {c: ms for c, (status, ms, _) in measured.items() if status == "ok"}
             p = problem_from_key(key)
             order, _ = selector.ranked(p, selector.offline_backend(key["arch"], key["device"]),
                                        model_path)
-            k = len(top.measured(key))
+            k = len(measured)
             first = [c.describe() for c in order[:k]]
-            if set(first) != set(top.measured(key)):
+            if set(first) != set(measured):
                 raise ConvgenError(f"{model_path} does not rank {p.describe()} as the --top run "
                                    "did: its first configs are not the ones measured")
             if first[0] not in times or best["config"] not in times:
@@ -114,7 +107,7 @@ def main() -> int:
     print("| --- | ---: | --- | --- | --- |")
     for name in ("overall", "fwd", "bwd_data", "bwd_weight"):
         mine = [r for r in rows if name in ("overall", r["direction"])]
-        table[name] = {w: _summary([r[w] for r in mine]) for w in ("pick", "top", "top_own_time")}
+        table[name] = {w: selector._summary([r[w] for r in mine]) for w in ("pick", "top", "top_own_time")}
         cells = [" / ".join(f"{100 * s[v]:.1f}%" for v in ("mean", "p10", "min")) if s["count"] else "-"
                  for s in table[name].values()]
         print(f"| {name} | {len(mine)} | " + " | ".join(cells) + " |")

@@ -758,6 +758,14 @@ def test_train_and_eval_commands(tmp_path, db):
     assert doc["selection_ms"] > 0
 
 
+def test_eval_of_a_database_with_one_direction_says_its_timed_top(tmp_path):
+    # the other directions have no timed-top rows: the printed line takes the ones there are
+    path = _build_db(tmp_path / "fwd.sqlite", [r for r in _rows() if r["direction"] == "fwd"])
+    p = _convgen("eval-selector", "--db", path, "--trees", "5", "--folds", "3", "--shuffles", "1")
+    assert p.returncode == 0, p.stderr
+    assert "the best measured of the model's first K" in p.stderr + p.stdout
+
+
 @pytest.mark.parametrize("args,message", [
     (["train-selector", "--db", "/nonexistent/t.sqlite"], "does not exist"),
     (["eval-selector", "--arch", "gfx942", "--db", "{db}"], "has no measurements on gfx942"),

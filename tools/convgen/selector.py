@@ -622,6 +622,10 @@ class Model:
     def arch(self) -> str:
         return self.meta["arch"]
 
+    def rule_kept_for(self, problem) -> set:
+        """The problem's families for which this model keeps the rule (rule_families)."""
+        return set(self.meta.get("rule_families") or ()) & set(families_of(problem))
+
     def save(self, path: str) -> None:
         """Written whole or not at all (report.write_json)."""
         from convgen import report
@@ -747,7 +751,7 @@ def choose(problem, backend, given: str | None = ""):
     model, path, why = model_for(problem, backend, given)
     if model is None:
         return None, why, None
-    kept = set(model.meta.get("rule_families") or ()) & set(families_of(problem))
+    kept = model.rule_kept_for(problem)
     if kept:
         return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
                       "problems (it beat the model in cross-validation)"), None
@@ -803,7 +807,7 @@ def ranked(problem, backend, given: str | None = "") -> tuple[list, str]:
     x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
                    dtype=np.float64)
     order = [space[i] for i in model.order_rows(problem.direction.name, x) if i in allowed]
-    if set(model.meta.get("rule_families") or ()) & set(families_of(problem)):
+    if model.rule_kept_for(problem):
         rule = kconfig.choose(problem, backend, True)
         order = [rule] + [c for c in order if c != rule]
     return order, path
@@ -976,17 +980,17 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
             rule_eff = prob.tflops[texts.index(rule)] / prob.best if rule in texts else None
             prob.rankable   # worked out before the timing: a run builds its space anyway
             t0 = time.perf_counter()
+            x = None
             if prob.problem.direction.name in model.directions:
                 allowed = prob.candidates()
-                best, predicted = model.pick(prob.problem, [prob.configs[i] for i in allowed],
-                                             prob.device)
+                x = feature_rows(prob.problem, [prob.configs[i] for i in allowed], prob.device)
+                best, predicted = model.pick_rows(prob.problem.direction.name, x)
                 chosen = allowed[best]
                 select_s.append(time.perf_counter() - t0)
             else:
                 # the training shapes held no problem of this direction: a run takes the rule
                 chosen, predicted = (texts.index(rule) if rule in texts else None), None
-            top = (_timed_top(model, prob, allowed)
-                   if prob.problem.direction.name in model.directions else None)
+            top = _timed_top(model, prob, allowed, x) if x is not None else None
             one = single.get(prob.problem.direction.name)
             single_eff = prob.tflops[texts.index(one)] / prob.best if one in texts else 0.0
             fams = families(prob)
@@ -1007,9 +1011,9 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
 TOP_KS = (2, 4, 6, 8)
 
 
-def _timed_top(model: Model, prob: Problem, allowed: list[int]) -> dict[str, float]:
-    """{K: the best measured of the model's first K candidates / the best of all} (JSON keys)."""
-    x = feature_rows(prob.problem, [prob.configs[i] for i in allowed], prob.device)
+def _timed_top(model: Model, prob: Problem, allowed: list[int], x) -> dict[str, float]:
+    """{K: the best measured of the model's first K candidates / the best of all} (JSON
+    keys); x: the candidates' feature rows."""
     first = [allowed[i] for i in itertools.islice(model.order_rows(prob.problem.direction.name, x),
                                                   max(TOP_KS))]
     return {str(k): max(prob.tflops[i] for i in first[:k]) / prob.best for k in TOP_KS}
@@ -1190,7 +1194,7 @@ def main(command: str, args: dict) -> int:
                    + ": " + "; ".join(f"K={k} " + " / ".join(
                        f"{100 * one['overall'][w]:.2f}%" for w in ("mean", "p10", "min"))
                        + " (lowest direction min "
-                       + f"{100 * min(one[d]['min'] for d in DIRECTIONS if one[d].get('count')):.1f}%)"
+                       + f"{100 * min(one[d]['min'] for d in DIRECTIONS if d in one):.1f}%)"
                        for k, one in top.items()))
         error = result["prediction_error"]
         if error["count"]:
