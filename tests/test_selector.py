@@ -766,10 +766,86 @@ def test_eval_of_a_database_with_one_direction_says_its_timed_top(tmp_path):
     assert "the best measured of the model's first K" in p.stderr + p.stdout
 
 
+H200 = "NVIDIA H200"
+
+
+def _on_h200(rows):
+    """Every fixture problem again as if measured on an H200, where the H100's fastest
+    config of each problem runs at half its speed: so the H100's best is not always the
+    H200's."""
+    shape = lambda r: tuple(r[c] for c in KEY_COLUMNS if c in r and c not in ("config",))
+    fastest = {}
+    for r in rows:
+        if r["status"] == "ok" and r["tflops"] and r["tflops"] > fastest.get(shape(r), (0, None))[0]:
+            fastest[shape(r)] = (r["tflops"], r["config"])
+    out = []
+    for r in rows:
+        slow = fastest.get(shape(r), (0, None))[1] == r["config"]
+        out.append({**r, "device": H200, "tflops": r["tflops"] and r["tflops"] * (0.5 if slow else 1.0)})
+    return out, {k: cfg for k, (_, cfg) in fastest.items()}
+
+
+@pytest.fixture(scope="module")
+def two_devices(tmp_path_factory):
+    rows = _rows()
+    h200, _ = _on_h200(rows)
+    return _build_db(tmp_path_factory.mktemp("two") / "t.sqlite", rows + h200)
+
+
+def test_eval_on_another_device_judges_its_measurements_by_models_of_the_first(two_devices):
+    problems = selector.load_dataset(two_devices, "sm90")
+    h100 = selector.on_device(problems, H100["device"], "device")
+    h200 = selector.on_device(problems, H200, "test_device")
+    assert len(h100) == len(h200) == len(problems) // 2
+    result = selector.evaluate(h100, folds=3, trees=20, test=h200)
+    assert result["problems"] == len(h200) == len(result["per_problem"])
+    by_text = {p.problem.describe(): p for p in h200}
+    h100_best = {p.problem.describe(): p.configs[p.tflops.index(p.best)].describe() for p in h100}
+    fold_of = dict(zip((p.shape for p in h100), selector.group_folds(h100, 3)))
+    for row in result["per_problem"]:
+        prob = by_text[row["problem"]]
+        texts = [c.describe() for c in prob.configs]
+        # judged on the H200's times, by the fold whose model never saw the shape
+        assert row["model"] == pytest.approx(prob.tflops[texts.index(row["chosen"])] / prob.best)
+        assert row["fold"] == fold_of[prob.shape]
+        # the H100's best runs at half its H100 speed there
+        assert row["source"] == pytest.approx(prob.tflops[texts.index(h100_best[row["problem"]])] / prob.best)
+    # halved, it is no longer the fastest where a second config was within 2x of it
+    assert sum(row["source"] < 1 for row in result["per_problem"]) > len(h200) / 2
+    assert result["families"]["overall"]["source"]["count"] == len(h200)
+    assert result["test_device"] == H200
+    table = selector.evaluation_table(result)
+    assert "other device's best mean" in table[0] and table[0].count("|") == table[2].count("|")
+    # without a test device nothing changes: the numbers are of the held-out H100 problems
+    plain = selector.evaluate(h100, folds=3, trees=20)
+    assert "source" not in plain["per_problem"][0] and "source" not in plain["families"]["overall"]
+
+
+def test_eval_and_train_commands_take_a_device(tmp_path, two_devices):
+    p = _convgen("eval-selector", "--db", two_devices, "--trees", "10", "--folds", "3",
+                 "--test_device", H200)
+    assert p.returncode == 0, p.stderr
+    n = len(_on_h200(_rows())[1])
+    assert f"judged on the {n} problems measured on {H200}, by models trained on {H100['device']}, " \
+           f"{H200}" in p.stdout
+    assert "other device's best mean" in p.stdout and f"| overall | {n} |" in p.stdout
+    out = tmp_path / "m.json"
+    p = _convgen("train-selector", "--db", two_devices, "--trees", "10", "--device", H200, "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["devices"] == [H200] and doc["problems"] == len(_on_h200(_rows())[1])
+
+
 @pytest.mark.parametrize("args,message", [
     (["train-selector", "--db", "/nonexistent/t.sqlite"], "does not exist"),
     (["eval-selector", "--arch", "gfx942", "--db", "{db}"], "has no measurements on gfx942"),
     (["eval-selector", "--db", "{db}", "--group", "batch"], "expected one of shape, layer"),
+    (["eval-selector", "--db", "{db}", "--device", "NVIDIA A100"],
+     "no measurements on 'NVIDIA A100' (the database has: NVIDIA H100 80GB HBM3)"),
+    (["eval-selector", "--db", "{db}", "--test_device", "NVIDIA H200"],
+     "no measurements on 'NVIDIA H200' (the database has: NVIDIA H100 80GB HBM3)"),
+    (["train-selector", "--db", "{db}", "--test_device", "NVIDIA H200"],
+     "only eval-selector judges picks on another device"),
     (["train-selector", "--db", "{db}", "--out", "/nonexistent/m.json"], "does not exist"),
     (["train-selector", "--db", "{db}", "--warm_start", "/nonexistent/m.json"],
      "selector model '/nonexistent/m.json' cannot be used"),

@@ -1009,6 +1009,14 @@ SELECTOR_FLAGS = _table(
          "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
         ("arch", "arch", _str, "the device arch whose measurements to use (sm90, gfx942, ...)",
          "sm90"),
+        ("device", "device", _str, "learn from this device's measurements alone (its name as "
+         "the database and nvidia-smi spell it, e.g. 'NVIDIA H100 80GB HBM3')",
+         "every device of the arch"),
+        ("test_device", "test_device", _str,
+         "eval-selector: judge the picks on this device's problems alone, each by the fold's "
+         "model that learnt from --device's problems of the other folds (a shape is in one fold "
+         "on every device); the table adds the best config another device measured for them",
+         "none"),
         ("out", "out", _str, "train-selector: the model file to write",
          "tuning/models/ARCH.json"),
         ("warm_start", "warm_start", _str,
@@ -1105,7 +1113,8 @@ def parse_selector(argv: list[str]) -> dict:
     return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
             "warm_start": v.get("warm_start"), "trees": v.get("trees"),
             "folds": v.get("folds", 5), "group": v.get("group", "shape"),
-            "shuffles": v.get("shuffles", 0), "json": v.get("json")}
+            "shuffles": v.get("shuffles", 0), "json": v.get("json"),
+            "device": v.get("device"), "test_device": v.get("test_device")}
 
 
 def _split_flags(tokens: list[str], table: Table) -> tuple[list[str], list[str]]:

@@ -956,19 +956,33 @@ def rule_families(per_problem: list[dict]) -> list[str]:
 
 
 def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool,
-                    group: str = "shape", shuffle: int | None = None) -> tuple[list, list]:
+                    group: str = "shape", shuffle: int | None = None,
+                    test: list[Problem] | None = None) -> tuple[list, list]:
     """(one row per problem, selection seconds): each fold's model picks for the problems of
     the held-out groups (GROUPINGS; `shuffle`: group_folds'). With `inner`, each fold also
     learns, by cross-validation on its own training problems alone, the families that keep
     the rule (rule_families), and the row's "selector" is what a run with that model would
-    take."""
+    take. With `test` (the problems of one device, of `problems` or not), the folds' models,
+    trained on `problems` as before, pick for the test problems of their held-out groups
+    alone (a group `problems` lacks is held out of every fold; fold 0 picks for it), and
+    each row's "source" is how the best config measured for the same problem on another
+    device of `problems` does there (None where there is none)."""
     from convgen.kernels import config as kconfig
     fold_of = group_folds(problems, folds, group, shuffle)
     key = GROUPINGS[group]
+    if test is not None:
+        fold_of_group = {key(p): g for p, g in zip(problems, fold_of)}
+        test_fold = [fold_of_group.get(key(p), 0) for p in test]
+        judged_on = {p.device for p in test}
+        source_best = {p.key: p.configs[p.tflops.index(p.best)].describe() for p in problems
+                       if p.device not in judged_on}
     per_problem, select_s = [], []
     for f in range(folds):
         train_set = [p for p, g in zip(problems, fold_of) if g != f]
-        test_set = [p for p, g in zip(problems, fold_of) if g == f]
+        if test is None:
+            test_set = [p for p, g in zip(problems, fold_of) if g == f]
+        else:
+            test_set = [p for p, g in zip(test, test_fold) if g == f]
         assert not {key(p) for p in train_set} & {key(p) for p in test_set}
         model = Model.of(train(train_set, trees), {"arch": problems[0].device.arch})
         single = _single_best(train_set)
@@ -1003,6 +1017,10 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
                 "rule": rule_eff, "single": single_eff,
                 "selector": rule_eff if ruled else model_eff, "rule_families": keep_rule,
                 "timed_top": top})
+            if test is not None:
+                src = source_best.get(prob.key)
+                per_problem[-1]["source"] = (prob.tflops[texts.index(src)] / prob.best
+                                             if src in texts else None)
     return per_problem, select_s
 
 
@@ -1033,7 +1051,7 @@ def timed_top_summaries(per_problem: list[dict]) -> dict:
 
 
 def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group: str = "shape",
-             shuffles: int = 0) -> dict:
+             shuffles: int = 0, test: list[Problem] | None = None) -> dict:
     """Cross-validation grouped by shape (or by layer, GROUPINGS): each fold's model picks a
     config for every problem of the held-out groups; efficiency = that config's measured
     TFLOPS / the best measured.
@@ -1042,11 +1060,14 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
     model, or the rule in the families where the training folds' own cross-validation
     preferred it). `overall` is the selector's. With `shuffles`, the selector's numbers
     again over that many other assignments of the groups to folds (group_folds' seeds 1,
-    2, ...) and their mean with the first's (`shuffled`)."""
-    per_problem, select_s = _cross_validate(problems, folds, trees, True, group)
-    out = {"folds": folds, "group": group, "problems": len(problems),
-           "shapes": len({p.shape for p in problems}), "layers": len({p.layer for p in problems}),
-           "rows": sum(len(p.configs) for p in problems),
+    2, ...) and their mean with the first's (`shuffled`). With `test` (_cross_validate's),
+    the numbers are the test problems', and `source` is another device's best config on
+    them: how much the device changes which config is fastest."""
+    per_problem, select_s = _cross_validate(problems, folds, trees, True, group, test=test)
+    judged = problems if test is None else test
+    out = {"folds": folds, "group": group, "problems": len(judged),
+           "shapes": len({p.shape for p in judged}), "layers": len({p.layer for p in judged}),
+           "rows": sum(len(p.configs) for p in judged),
            "selection_ms": 1e3 * sorted(select_s)[len(select_s) // 2],
            "selection_ms_max": 1e3 * max(select_s)}
     names = ["overall"] + sorted({fam for r in per_problem for fam in r["families"]})
@@ -1054,12 +1075,15 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
     for name in names:
         rows = [r for r in per_problem if name == "overall" or name in r["families"]]
         table[name] = {who: _summary([r[who] for r in rows if r[who] is not None])
-                       for who in ("selector", "model", "rule", "single")}
+                       for who in ("selector", "model", "rule", "single")
+                       + (("source",) if test is not None else ())}
     out["overall"] = {k: table["overall"]["selector"][k] for k in ("mean", "p10", "min")}
+    if test is not None:
+        out["test_device"] = ", ".join(sorted({p.device.name for p in test}))
     out["families"] = table
     out["timed_top"] = timed_top_summaries(per_problem)
     if shuffles:
-        runs = [per_problem] + [_cross_validate(problems, folds, trees, True, group, seed)[0]
+        runs = [per_problem] + [_cross_validate(problems, folds, trees, True, group, seed, test)[0]
                                 for seed in range(1, shuffles + 1)]
         each = [{name: _selector_summary(rows, name) for name in names} for rows in runs]
         out["shuffled"] = {"assignments": len(runs), "seeds": list(range(1, shuffles + 1)),
@@ -1132,17 +1156,36 @@ def _pct(summary: dict, what: str) -> str:
 def evaluation_table(result: dict) -> list[str]:
     """The evaluation as a Markdown table: per family, the selector's (what a run takes),
     the model's alone, the fixed rule's and the single best config's mean / P10 / min
-    efficiency (fractions of the oracle)."""
+    efficiency (fractions of the oracle); judged on one device's problems (--test_device),
+    also the best config another device measured for them."""
+    source = "test_device" in result
     lines = ["| family | problems | selector mean | P10 | min | model mean | P10 | min | "
-             "rule mean | P10 | min | single best mean |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "rule mean | P10 | min | single best mean |"
+             + (" other device's best mean | P10 | min |" if source else ""),
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+             + (" ---: | ---: | ---: |" if source else "")]
     for name, row in result["families"].items():
         c, m, r, s = row["selector"], row["model"], row["rule"], row["single"]
         lines.append(f"| {name} | {m['count']} | {_pct(c, 'mean')} | {_pct(c, 'p10')} | "
                      f"{_pct(c, 'min')} | {_pct(m, 'mean')} | {_pct(m, 'p10')} | "
                      f"{_pct(m, 'min')} | {_pct(r, 'mean')} | {_pct(r, 'p10')} | {_pct(r, 'min')} | "
-                     f"{_pct(s, 'mean')} |")
+                     f"{_pct(s, 'mean')} |"
+                     + ("".join(f" {_pct(row['source'], w)} |" for w in ("mean", "p10", "min"))
+                        if source else ""))
     return lines
+
+
+def on_device(problems: list[Problem], name: str | None, what: str) -> list[Problem]:
+    """The problems measured on the device `name` (all when None); an error naming the
+    devices there are when none is (`what`: the flag, for the message)."""
+    if name is None:
+        return problems
+    out = [p for p in problems if p.device.name == name]
+    if not out:
+        there = sorted({p.device.name for p in problems})
+        raise ConvgenError(f"no measurements on '{name}' (the database has: {', '.join(there)})",
+                           field=what)
+    return out
 
 
 def main(command: str, args: dict) -> int:
@@ -1161,20 +1204,29 @@ def main(command: str, args: dict) -> int:
     if warm is not None and warm.arch != args["arch"]:
         raise ConvgenError(f"'{args['warm_start']}' is a model for {warm.arch}, not {args['arch']}",
                            field="warm_start")
+    if command == "train-selector" and args["test_device"] is not None:
+        raise ConvgenError("only eval-selector judges picks on another device", field="test_device")
     problems = load_dataset(args["db"], args["arch"])
     if not problems:
         raise ConvgenError(f"the tuning database '{args['db']}' has no measurements on {args['arch']}")
+    test = on_device(problems, args["test_device"], "test_device") if args["test_device"] else None
+    problems = on_device(problems, args["device"], "device")
     shapes = len({p.shape for p in problems})
     rows = sum(len(p.configs) for p in problems)
     report.say(f"{command}: {len(problems)} problems ({shapes} shapes of "
                f"{len({p.layer for p in problems})} layers, {rows} measured configs) "
-               f"on {args['arch']} from {args['db']}")
+               f"on {args['arch']} ({', '.join(sorted({p.device.name for p in problems}))}) "
+               f"from {args['db']}")
     if command == "eval-selector":
         t0 = time.perf_counter()
         result = evaluate(problems, args["folds"], args["trees"] or TREES, args["group"],
-                          args["shuffles"])
+                          args["shuffles"], test)
         result.update({"arch": args["arch"], "database": os.path.basename(args["db"]),
+                       "devices": sorted({p.device.name for p in problems}),
                        "trees": args["trees"] or TREES, "seconds": time.perf_counter() - t0})
+        if test is not None:
+            report.say(f"eval-selector: judged on the {len(test)} problems measured on "
+                       f"{args['test_device']}, by models trained on {', '.join(result['devices'])}")
         for line in evaluation_table(result):
             print(line)
         report.say(f"eval-selector: selection {result['selection_ms']:.2f} ms per problem "
@@ -1216,6 +1268,7 @@ def main(command: str, args: dict) -> int:
             "trees": trees, "rank_trees": boosters["rank"].num_trees(),
             "directions": sorted(boosters["speed"]), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
             "database": os.path.basename(args["db"]),
+            "devices": sorted({p.device.name for p in problems}),
             "warm_start": os.path.basename(args["warm_start"]) if warm else None,
             "rule_families": keep_rule,
             # a problem of another type or channel order keeps the rule: the model knows none
