@@ -488,16 +488,15 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     grouped: dict[tuple, dict] = defaultdict(dict)
     devices = {}
     for row in rows:
-        key = (row["direction"], row["dtype"], row["layouts"]) + tuple(row[c] for c in SHAPE_COLUMNS)
-        grouped[(row["device"],) + key][row["config"]] = row   # the latest wins
-        devices[(row["device"],) + key] = row
+        full_key = tuple(row[c] for c in problem_columns)
+        grouped[full_key][row["config"]] = row   # the latest wins
+        devices[full_key] = row
     out = []
     for full_key, by_config in sorted(grouped.items()):
         first = devices[full_key]
         p = problem_from_key(first)
         space = functools.cache(lambda: [c.describe() for c in kconfig.space(p, backend)])
-        if tuple(first[c] for c in problem_columns) not in finished \
-                and not set(space()) <= set(by_config):
+        if full_key not in finished and not set(space()) <= set(by_config):
             continue
         for text in [t for t, r in by_config.items()
                      if r["status"] == "wrong" and r["kernel"] != newest[r["direction"]]]:
