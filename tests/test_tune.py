@@ -394,6 +394,29 @@ def test_weak_picks_refuses_a_bad_database_in_one_line(tmp_path, db, why):
     assert p.stderr.count("\n") == 1 and not p.stdout, p.stderr
 
 
+def test_weak_picks_leaves_out_what_an_earlier_list_holds(tmp_path):
+    """A problem of tuning/weak-picks*.lines is not listed again, measured or not (a list
+    stopped part way goes on with its own file): with an empty database, only the lists
+    keep their problems out of a new one."""
+    import shlex
+    empty = tmp_path / "empty.sqlite"
+    TuningDB(str(empty)).close()
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "weak-picks"), "--db", str(empty),
+                        "--under", "0.96", str(ROOT / "docs" / "data" / "config-selection-h100.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    new = [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
+    assert new
+    listed = {pr for name in sorted(f.name for f in TUNING.glob("weak-picks*.lines"))
+              for pr in _lines_problems(name)}
+    got = []
+    for ln in new:
+        q = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
+        layer = (q.c * q.g, q.k * q.g, q.hi, q.y, q.stride_h, q.pad_h_l, q.g) + ((q.dil_h,) if q.dil_h > 1 else ())
+        got.append((layer, q.n, q.direction.name))
+    assert not set(got) & listed
+
+
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_a_tune_line_parses_back_to_its_layer(direction):
     import shlex
