@@ -769,34 +769,40 @@ def test_eval_of_a_database_with_one_direction_says_its_timed_top(tmp_path):
 H200 = "NVIDIA H200"
 
 
+def _problem_of(r):
+    return tuple(r[c] for c in KEY_COLUMNS if c in r)
+
+
 def _on_h200(rows):
     """Every fixture problem again as if measured on an H200, where the H100's fastest
     config of each problem runs at half its speed: so the H100's best is not always the
     H200's."""
-    shape = lambda r: tuple(r[c] for c in KEY_COLUMNS if c in r and c not in ("config",))
     fastest = {}
     for r in rows:
-        if r["status"] == "ok" and r["tflops"] and r["tflops"] > fastest.get(shape(r), (0, None))[0]:
-            fastest[shape(r)] = (r["tflops"], r["config"])
+        if r["status"] == "ok" and r["tflops"] and r["tflops"] > fastest.get(_problem_of(r), (0, None))[0]:
+            fastest[_problem_of(r)] = (r["tflops"], r["config"])
     out = []
     for r in rows:
-        slow = fastest.get(shape(r), (0, None))[1] == r["config"]
+        slow = fastest.get(_problem_of(r), (0, None))[1] == r["config"]
         out.append({**r, "device": H200, "tflops": r["tflops"] and r["tflops"] * (0.5 if slow else 1.0)})
     return out, {k: cfg for k, (_, cfg) in fastest.items()}
 
 
 @pytest.fixture(scope="module")
 def two_devices(tmp_path_factory):
+    """The fixture on both GPUs, less the H100's rows of its first problem: a shape only
+    the H200 measured."""
     rows = _rows()
     h200, _ = _on_h200(rows)
-    return _build_db(tmp_path_factory.mktemp("two") / "t.sqlite", rows + h200)
+    h100 = [r for r in rows if _problem_of(r) != _problem_of(rows[0])]
+    return _build_db(tmp_path_factory.mktemp("two") / "t.sqlite", h100 + h200)
 
 
 def test_eval_on_another_device_judges_its_measurements_by_models_of_the_first(two_devices):
     problems = selector.load_dataset(two_devices, "sm90")
     h100 = selector.on_device(problems, H100["device"], "device")
     h200 = selector.on_device(problems, H200, "test_device")
-    assert len(h100) == len(h200) == len(problems) // 2
+    assert len(h100) == len(h200) - 1 == (len(problems) - 1) // 2
     result = selector.evaluate(h100, folds=3, trees=20, test=h200)
     assert result["problems"] == len(h200) == len(result["per_problem"])
     by_text = {p.problem.describe(): p for p in h200}
@@ -805,20 +811,48 @@ def test_eval_on_another_device_judges_its_measurements_by_models_of_the_first(t
     for row in result["per_problem"]:
         prob = by_text[row["problem"]]
         texts = [c.describe() for c in prob.configs]
-        # judged on the H200's times, by the fold whose model never saw the shape
+        # judged on the H200's times, by the fold whose model never saw the shape (a shape
+        # the H100 never measured: fold 0's)
         assert row["model"] == pytest.approx(prob.tflops[texts.index(row["chosen"])] / prob.best)
-        assert row["fold"] == fold_of[prob.shape]
+        assert row["fold"] == fold_of.get(prob.shape, 0)
+        if row["problem"] not in h100_best:   # no H100 best to compare
+            assert row["source"] is None
+            continue
         # the H100's best runs at half its H100 speed there
         assert row["source"] == pytest.approx(prob.tflops[texts.index(h100_best[row["problem"]])] / prob.best)
+    assert sum(row["source"] is None for row in result["per_problem"]) == 1
+    # the fixture's first problem shares its sizes with others the H100 measured, so
+    # here fold 0 is that shape's fold: drop the shape whole for the fold-0 path
+    lone = next(p for p in h200 if p.key not in {q.key for q in h100})
+    rest = [p for p in h100 if p.shape != lone.shape]
+    assert lone.shape not in {p.shape for p in rest}
+    alone = selector.evaluate(rest, folds=3, trees=5, test=[lone])
+    (row,) = alone["per_problem"]
+    assert row["fold"] == 0 and row["source"] is None and row["model"] is not None
     # halved, it is no longer the fastest where a second config was within 2x of it
-    assert sum(row["source"] < 1 for row in result["per_problem"]) > len(h200) / 2
-    assert result["families"]["overall"]["source"]["count"] == len(h200)
+    assert sum(row["source"] is not None and row["source"] < 1 for row in result["per_problem"]) > len(h200) / 2
+    assert result["families"]["overall"]["source"]["count"] == len(h200) - 1
     assert result["test_device"] == H200
     table = selector.evaluation_table(result)
     assert "other device's best mean" in table[0] and table[0].count("|") == table[2].count("|")
+    assert f"of {len(h200) - 1} |" in table[2]   # the source column counts its own problems
     # without a test device nothing changes: the numbers are of the held-out H100 problems
     plain = selector.evaluate(h100, folds=3, trees=20)
     assert "source" not in plain["per_problem"][0] and "source" not in plain["families"]["overall"]
+
+
+def test_eval_on_a_device_whose_directions_no_model_learnt_takes_the_rule(tmp_path):
+    rows = _rows()
+    h200, _ = _on_h200([r for r in rows if r["direction"] == "bwd_data"])
+    path = _build_db(tmp_path / "t.sqlite", [r for r in rows if r["direction"] == "fwd"] + h200)
+    report = tmp_path / "e.json"
+    p = _convgen("eval-selector", "--db", path, "--trees", "5", "--folds", "3", "--device",
+                 H100["device"], "--test_device", H200, "--json", str(report))
+    assert p.returncode == 0, p.stderr
+    assert "no model picked: the training problems hold none of the judged problems' directions" in p.stdout
+    doc = json.loads(report.read_text())
+    assert doc["selection_ms"] is None and doc["problems"] == len({_problem_of(r) for r in h200})
+    assert all(r["selector"] == r["rule"] for r in doc["per_problem"])
 
 
 def test_eval_and_train_commands_take_a_device(tmp_path, two_devices):
@@ -846,6 +880,7 @@ def test_eval_and_train_commands_take_a_device(tmp_path, two_devices):
      "no measurements on 'NVIDIA H200' (the database has: NVIDIA H100 80GB HBM3)"),
     (["train-selector", "--db", "{db}", "--test_device", "NVIDIA H200"],
      "only eval-selector judges picks on another device"),
+    (["eval-selector", "--db", "{db}", "--test_device", ""], "no measurements on ''"),
     (["train-selector", "--db", "{db}", "--out", "/nonexistent/m.json"], "does not exist"),
     (["train-selector", "--db", "{db}", "--warm_start", "/nonexistent/m.json"],
      "selector model '/nonexistent/m.json' cannot be used"),

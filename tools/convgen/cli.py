@@ -1010,12 +1010,13 @@ SELECTOR_FLAGS = _table(
         ("arch", "arch", _str, "the device arch whose measurements to use (sm90, gfx942, ...)",
          "sm90"),
         ("device", "device", _str, "learn from this device's measurements alone (its name as "
-         "the database and nvidia-smi spell it, e.g. 'NVIDIA H100 80GB HBM3')",
-         "every device of the arch"),
+         "the database and nvidia-smi spell it, e.g. 'NVIDIA H100 80GB HBM3'); train-selector "
+         "still writes --out, by default the shipped model", "every device of the arch"),
         ("test_device", "test_device", _str,
          "eval-selector: judge the picks on this device's problems alone, each by the fold's "
          "model that learnt from --device's problems of the other folds (a shape is in one fold "
-         "on every device); the table adds the best config another device measured for them",
+         "on every device; one that --device never measured, fold 0's); the table adds the best "
+         "config another device measured for them",
          "none"),
         ("out", "out", _str, "train-selector: the model file to write",
          "tuning/models/ARCH.json"),

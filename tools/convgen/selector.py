@@ -486,15 +486,15 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
                                       "WHERE arch = ? AND searched = ?", (arch, SEARCHED_ALL)))
     newest = {row["direction"]: row["kernel"] for row in rows}   # rows in time order
     grouped: dict[tuple, dict] = defaultdict(dict)
-    devices = {}
+    latest_row = {}
     for row in rows:
         full_key = tuple(row[c] for c in problem_columns)
         grouped[full_key][row["config"]] = row   # the latest wins
-        devices[full_key] = row
+        latest_row[full_key] = row
     out = []
     for full_key, by_config in sorted(grouped.items()):
-        first = devices[full_key]
-        p = problem_from_key(first)
+        latest = latest_row[full_key]
+        p = problem_from_key(latest)
         space = functools.cache(lambda: [c.describe() for c in kconfig.space(p, backend)])
         if full_key not in finished and not set(space()) <= set(by_config):
             continue
@@ -511,8 +511,8 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
             configs.append(cfg)
             tflops.append(row["tflops"] if row["status"] == "ok" and row["tflops"] else 0.0)
         if configs and max(tflops) > 0:
-            out.append(Problem(full_key[1:], tuple(first[c] for c in SHAPE_COLUMNS), p,
-                               Device(arch, first["device"]), configs, tflops))
+            out.append(Problem(full_key[1:], tuple(latest[c] for c in SHAPE_COLUMNS), p,
+                               Device(arch, latest["device"]), configs, tflops))
     return out
 
 
@@ -963,9 +963,10 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
     the rule (rule_families), and the row's "selector" is what a run with that model would
     take. With `test` (the problems of one device, of `problems` or not), the folds' models,
     trained on `problems` as before, pick for the test problems of their held-out groups
-    alone (a group `problems` lacks is held out of every fold; fold 0 picks for it), and
-    each row's "source" is how the best config measured for the same problem on another
-    device of `problems` does there (None where there is none)."""
+    alone (a group `problems` lacks is in no fold's training set: fold 0's model picks for
+    it), and each row's "source" is how the best config measured for the same problem on
+    another device of `problems` does there (the last such device in sort order where
+    there are several; None where there is none)."""
     from convgen.kernels import config as kconfig
     fold_of = group_folds(problems, folds, group, shuffle)
     key = GROUPINGS[group]
@@ -1067,8 +1068,9 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
     out = {"folds": folds, "group": group, "problems": len(judged),
            "shapes": len({p.shape for p in judged}), "layers": len({p.layer for p in judged}),
            "rows": sum(len(p.configs) for p in judged),
-           "selection_ms": 1e3 * sorted(select_s)[len(select_s) // 2],
-           "selection_ms_max": 1e3 * max(select_s)}
+           # None where the models learnt none of the judged problems' directions (the rule's)
+           "selection_ms": 1e3 * sorted(select_s)[len(select_s) // 2] if select_s else None,
+           "selection_ms_max": 1e3 * max(select_s) if select_s else None}
     names = ["overall"] + sorted({fam for r in per_problem for fam in r["families"]})
     table = {}
     for name in names:
@@ -1156,7 +1158,8 @@ def evaluation_table(result: dict) -> list[str]:
     """The evaluation as a Markdown table: per family, the selector's (what a run takes),
     the model's alone, the fixed rule's and the single best config's mean / P10 / min
     efficiency (fractions of the oracle); judged on one device's problems (--test_device),
-    also the best config another device measured for them."""
+    also the best config another device measured for them (of how many: fewer where the
+    other device measured fewer)."""
     source = "test_device" in result
     lines = ["| family | problems | selector mean | P10 | min | model mean | P10 | min | "
              "rule mean | P10 | min | single best mean |"
@@ -1169,7 +1172,8 @@ def evaluation_table(result: dict) -> list[str]:
                      f"{_pct(c, 'min')} | {_pct(m, 'mean')} | {_pct(m, 'p10')} | "
                      f"{_pct(m, 'min')} | {_pct(r, 'mean')} | {_pct(r, 'p10')} | {_pct(r, 'min')} | "
                      f"{_pct(s, 'mean')} |"
-                     + ("".join(f" {_pct(row['source'], w)} |" for w in ("mean", "p10", "min"))
+                     + (f" {_pct(row['source'], 'mean')} of {row['source']['count']} |"
+                        f" {_pct(row['source'], 'p10')} | {_pct(row['source'], 'min')} |"
                         if source else ""))
     return lines
 
@@ -1208,7 +1212,8 @@ def main(command: str, args: dict) -> int:
     problems = load_dataset(args["db"], args["arch"])
     if not problems:
         raise ConvgenError(f"the tuning database '{args['db']}' has no measurements on {args['arch']}")
-    test = on_device(problems, args["test_device"], "test_device") if args["test_device"] else None
+    test = (on_device(problems, args["test_device"], "test_device")
+            if args["test_device"] is not None else None)
     problems = on_device(problems, args["device"], "device")
     shapes = len({p.shape for p in problems})
     rows = sum(len(p.configs) for p in problems)
@@ -1228,9 +1233,13 @@ def main(command: str, args: dict) -> int:
                        f"{args['test_device']}, by models trained on {', '.join(result['devices'])}")
         for line in evaluation_table(result):
             print(line)
-        report.say(f"eval-selector: selection {result['selection_ms']:.2f} ms per problem "
-                   f"(median; the slowest {result['selection_ms_max']:.2f} ms), "
-                   f"{args['folds']} folds by {args['group']} in {result['seconds']:.0f} s")
+        if result["selection_ms"] is None:
+            report.say("eval-selector: no model picked: the training problems hold none of the "
+                       "judged problems' directions, and each took the rule")
+        else:
+            report.say(f"eval-selector: selection {result['selection_ms']:.2f} ms per problem "
+                       f"(median; the slowest {result['selection_ms_max']:.2f} ms), "
+                       f"{args['folds']} folds by {args['group']} in {result['seconds']:.0f} s")
         if "shuffled" in result:
             shuffled = result["shuffled"]
             report.say(f"eval-selector: the selector's mean / P10 / min averaged over "
@@ -1240,13 +1249,14 @@ def main(command: str, args: dict) -> int:
                            for name, one in shuffled["families"].items()
                            if name in ("overall",) + DIRECTIONS))
         top = result.get("shuffled", result)["timed_top"]
-        report.say("eval-selector: the best measured of the model's first K (tune --top K), "
-                   "mean / P10 / min" + (" averaged likewise" if "shuffled" in result else "")
-                   + ": " + "; ".join(f"K={k} " + " / ".join(
-                       f"{100 * one['overall'][w]:.2f}%" for w in ("mean", "p10", "min"))
-                       + " (lowest direction min "
-                       + f"{100 * min(one[d]['min'] for d in DIRECTIONS if d in one):.1f}%)"
-                       for k, one in top.items()))
+        if all("overall" in one for one in top.values()):
+            report.say("eval-selector: the best measured of the model's first K (tune --top K), "
+                       "mean / P10 / min" + (" averaged likewise" if "shuffled" in result else "")
+                       + ": " + "; ".join(f"K={k} " + " / ".join(
+                           f"{100 * one['overall'][w]:.2f}%" for w in ("mean", "p10", "min"))
+                           + " (lowest direction min "
+                           + f"{100 * min(one[d]['min'] for d in DIRECTIONS if d in one):.1f}%)"
+                           for k, one in top.items()))
         error = result["prediction_error"]
         if error["count"]:
             report.say(f"eval-selector: the predicted TFLOPS of a pick is off its measured TFLOPS "
