@@ -970,19 +970,17 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
     from convgen.kernels import config as kconfig
     fold_of = group_folds(problems, folds, group, shuffle)
     key = GROUPINGS[group]
+    judged, judged_fold = problems, fold_of
     if test is not None:
         fold_of_group = {key(p): g for p, g in zip(problems, fold_of)}
-        test_fold = [fold_of_group.get(key(p), 0) for p in test]
+        judged, judged_fold = test, [fold_of_group.get(key(p), 0) for p in test]
         judged_on = {p.device for p in test}
         source_best = {p.key: p.configs[p.tflops.index(p.best)].describe() for p in problems
                        if p.device not in judged_on}
     per_problem, select_s = [], []
     for f in range(folds):
         train_set = [p for p, g in zip(problems, fold_of) if g != f]
-        if test is None:
-            test_set = [p for p, g in zip(problems, fold_of) if g == f]
-        else:
-            test_set = [p for p, g in zip(test, test_fold) if g == f]
+        test_set = [p for p, g in zip(judged, judged_fold) if g == f]
         assert not {key(p) for p in train_set} & {key(p) for p in test_set}
         model = Model.of(train(train_set, trees), {"arch": problems[0].device.arch})
         single = _single_best(train_set)
@@ -1215,22 +1213,22 @@ def main(command: str, args: dict) -> int:
     test = (on_device(problems, args["test_device"], "test_device")
             if args["test_device"] is not None else None)
     problems = on_device(problems, args["device"], "device")
+    devices = sorted({p.device.name for p in problems})
     shapes = len({p.shape for p in problems})
     rows = sum(len(p.configs) for p in problems)
     report.say(f"{command}: {len(problems)} problems ({shapes} shapes of "
                f"{len({p.layer for p in problems})} layers, {rows} measured configs) "
-               f"on {args['arch']} ({', '.join(sorted({p.device.name for p in problems}))}) "
+               f"on {args['arch']} ({', '.join(devices)}) "
                f"from {args['db']}")
     if command == "eval-selector":
         t0 = time.perf_counter()
         result = evaluate(problems, args["folds"], args["trees"] or TREES, args["group"],
                           args["shuffles"], test)
         result.update({"arch": args["arch"], "database": os.path.basename(args["db"]),
-                       "devices": sorted({p.device.name for p in problems}),
-                       "trees": args["trees"] or TREES, "seconds": time.perf_counter() - t0})
+                       "devices": devices, "trees": args["trees"] or TREES, "seconds": time.perf_counter() - t0})
         if test is not None:
             report.say(f"eval-selector: judged on the {len(test)} problems measured on "
-                       f"{args['test_device']}, by models trained on {', '.join(result['devices'])}")
+                       f"{args['test_device']}, by models trained on {', '.join(devices)}")
         for line in evaluation_table(result):
             print(line)
         if result["selection_ms"] is None:
@@ -1277,7 +1275,7 @@ def main(command: str, args: dict) -> int:
             "trees": trees, "rank_trees": boosters["rank"].num_trees(),
             "directions": sorted(boosters["speed"]), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
             "database": os.path.basename(args["db"]),
-            "devices": sorted({p.device.name for p in problems}),
+            "devices": devices,
             "warm_start": os.path.basename(args["warm_start"]) if warm else None,
             "rule_families": keep_rule,
             # a problem of another type or channel order keeps the rule: the model knows none
