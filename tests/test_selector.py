@@ -256,6 +256,33 @@ def test_fill_features_measure_the_partial_tiles():
     assert f["programs"] == 2 and f["wave_fill"] == pytest.approx(2 / 132)
 
 
+@pytest.mark.parametrize("tile,arch,want", [
+    # 3 stages of (64 + 64) x 32 halves, 25 KiB with the 1 KiB a program: 9 fit in 228 KiB;
+    # (64 x 64 / 128 + 32) = 64 registers x 128 threads: 8 fit in 64 Ki registers
+    ((64, 64, 32, 4, 3), "sm90", 8),
+    # 4 stages of (128 + 128) x 64: 129 KiB, one program; two by registers, eight by warps
+    ((128, 128, 64, 8, 4), "sm90", 1),
+    # 160 registers x 256 threads: one by registers, where shared memory would hold three
+    ((128, 256, 32, 8, 2), "sm90", 1),
+    # 16 warps a program: warps allow four, the 40 registers of 512 threads three
+    ((64, 64, 32, 16, 2), "sm90", 3),
+    # the A100's 164 KiB hold one program of 97 KiB
+    ((128, 128, 64, 4, 3), "sm80", 1),
+    ((64, 64, 32, 4, 3), "gfx942", 0),   # no limits for the AMD archs yet
+])
+def test_occupancy_is_the_tightest_of_shared_memory_warps_and_registers(tile, arch, want):
+    from convgen import dtypes
+    from convgen.problem import make_problem
+    p = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=8, g=1, c_total=256,
+                     k_total=256, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1),
+                     layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
+    bm, bn, bk, warps, stages = tile
+    cfg = kconfig.KernelConfig(block_m=bm, block_n=bn, block_k=bk, num_warps=warps, num_stages=stages)
+    f = dict(zip(selector.FEATURE_NAMES, selector.features(p, cfg, selector.Device(arch, "a GPU"))))
+    assert f["occupancy"] == want
+    assert f["smem_kb"] == stages * (bm + bn) * bk * 2 / 1024
+
+
 @pytest.mark.parametrize("n,hw,units", [(32, 7, 132), (8, 13, 132), (3, 11, 7), (256, 14, 114)])
 def test_stream_k_and_tail_partials_count_the_pieces_their_kernels_share(n, hw, units):
     """extra_mb of a stream-K config counts one fp32 partial tile, written and read back,

@@ -90,6 +90,10 @@ DEVICE_UNITS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H100 PCIe": 114, "NVIDIA H
                 "NVIDIA H200": 132, "NVIDIA A100-SXM4-80GB": 108, "NVIDIA A100-SXM4-40GB": 108,
                 "AMD Instinct MI250X": 110, "AMD Instinct MI210": 104, "AMD Instinct MI300X": 304,
                 "interpreter": 1}
+# What one unit holds at once of the programs that run on it, by arch: shared memory
+# (bytes), warps, 32-bit registers (CUDA's per-SM limits; the AMD archs are not here yet,
+# their occupancy feature is 0).
+UNIT_LIMITS = {"sm90": (233472, 64, 65536), "sm80": (167936, 64, 65536)}
 
 
 # ---- features -------------------------------------------------------------------------------
@@ -161,6 +165,11 @@ FEATURES = (
                  "and by stream-K's and tail's fp32 partial tiles (streamk_partials)"),
     ("log_flops_per_launch", "log2(useful flops / launches): small where a launch's fixed "
                              "cost (microseconds) outweighs its work"),
+    ("occupancy", "programs one unit holds at once: the fewest that its shared memory (smem_kb "
+                  "and 1 KiB a program), its warps and its registers allow, a thread's registers "
+                  "estimated as its share of the fp32 tile, block_m x block_n / (32 x "
+                  "num_warps), and 32 more, in steps of 8, at most 255 (UNIT_LIMITS; 0 where "
+                  "the arch's are unknown)"),
     # the device
     ("units", "SMs or CUs (DEVICE_UNITS; 0 when unknown)"),
     ("arch_number", "the arch's digits (sm90 -> 90; gfx942 -> 942)"),
@@ -212,6 +221,7 @@ class _KernelFacts:
     def __init__(self, p, q, dev: Device):
         self.q = q
         self.device_units, self.arch_number = dev.units, dev.arch_number
+        self.limits = UNIT_LIMITS.get(dev.arch)
         self.units = self.device_units or 1
         self.m, _, self.r = q.gemm
         self.walk = q.direction.tile_k(q)   # what BLOCK_K steps over: a tap's channels, or pixels
@@ -312,13 +322,20 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     else:
         launches, extra, log_per_launch = 0, 0.0, f.log_flops
     extra += 2 * 4 * bm * bn * partial
+    smem = cfg.num_stages * (bm + bn) * bk * elem
+    threads = 32 * cfg.num_warps
+    occupancy = 0
+    if f.limits:
+        shared, warps, registers = f.limits
+        per_thread = min(255, -(-(bm * bn // threads + 32) // 8) * 8)
+        occupancy = max(1, min(shared // (smem + 1024), warps // cfg.num_warps,
+                               registers // (per_thread * threads)))
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0,
-            scalar, (bm + bn) * bk / (1 if scalar else 16 / elem) / (32 * cfg.num_warps), tiles_m,
+            scalar, (bm + bn) * bk / (1 if scalar else 16 / elem) / threads, tiles_m,
             tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves, wave_fill,
-            part, 2 * bm * bn * bk / ((bm + bn) * bk * elem),
-            cfg.num_stages * (bm + bn) * bk * elem / 1024, parts, 1 + launches, extra / 1e6,
-            log_per_launch, f.device_units, f.arch_number]
+            part, 2 * bm * bn * bk / ((bm + bn) * bk * elem), smem / 1024, parts,
+            1 + launches, extra / 1e6, log_per_launch, occupancy, f.device_units, f.arch_number]
 
 
 def feature_rows(p, configs, dev: Device):
