@@ -397,12 +397,13 @@ def test_weak_picks_refuses_a_bad_database_in_one_line(tmp_path, db, why):
 def test_weak_picks_leaves_out_what_an_earlier_list_holds(tmp_path):
     """A problem of tuning/weak-picks*.lines is not listed again, measured or not (a list
     stopped part way goes on with its own file): with an empty database, only the lists
-    keep their problems out of a new one."""
+    keep their problems out of a new one. Every pick counts as weak (--under 1.01): with
+    0.96 the list came out empty once weak-picks-10.lines held the rest."""
     import shlex
     empty = tmp_path / "empty.sqlite"
     TuningDB(str(empty)).close()
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "weak-picks"), "--db", str(empty),
-                        "--under", "0.96", str(ROOT / "docs" / "data" / "config-selection-h100.json")],
+                        "--under", "1.01", str(ROOT / "docs" / "data" / "config-selection-h100.json")],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     new = [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
