@@ -262,7 +262,7 @@ def test_fill_features_measure_the_partial_tiles():
     ((64, 64, 32, 4, 3), "sm90", 8),
     # 4 stages of (128 + 128) x 64: 129 KiB, one program; two by registers, eight by warps
     ((128, 128, 64, 8, 4), "sm90", 1),
-    # 160 registers x 256 threads: one by registers, where shared memory would hold three
+    # 160 registers x 256 threads: one by registers, where shared memory would hold four
     ((128, 256, 32, 8, 2), "sm90", 1),
     # 16 warps a program: warps allow four, the 40 registers of 512 threads three
     ((64, 64, 32, 16, 2), "sm90", 3),

@@ -168,8 +168,8 @@ FEATURES = (
     ("occupancy", "programs one unit holds at once: the fewest that its shared memory (smem_kb "
                   "and 1 KiB a program), its warps and its registers allow, a thread's registers "
                   "estimated as its share of the fp32 tile, block_m x block_n / (32 x "
-                  "num_warps), and 32 more, in steps of 8, at most 255 (UNIT_LIMITS; 0 where "
-                  "the arch's are unknown)"),
+                  "num_warps), and 32 more, in steps of 8, at most 255; at least 1 (UNIT_LIMITS; "
+                  "0 where the arch's are unknown)"),
     # the device
     ("units", "SMs or CUs (DEVICE_UNITS; 0 when unknown)"),
     ("arch_number", "the arch's digits (sm90 -> 90; gfx942 -> 942)"),
@@ -348,7 +348,7 @@ def _occupancy(limits, bm: int, bn: int, warps_each: int, smem: float) -> int:
 
 
 # _occupancy by (limits, tile, warps, stages, element bytes): it depends on nothing else,
-# and the ~50 configs of a selection share a few tiles (a dict hit is ~4x cheaper)
+# and the ~50 configs of a selection share a few tiles (a dict hit is ~5x cheaper)
 _OCCUPANCY: dict = {}
 
 
