@@ -324,18 +324,18 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     extra += 2 * 4 * bm * bn * partial
     smem = cfg.num_stages * (bm + bn) * bk * elem
     threads = 32 * cfg.num_warps
-    key = (f.limits, bm, bn, bk, cfg.num_warps, cfg.num_stages, elem)
-    occupancy = _OCCUPANCY.get(key)
-    if occupancy is None:
-        occupancy = _OCCUPANCY[key] = _occupancy(f.limits, bm, bn, cfg.num_warps, smem)
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0,
             scalar, (bm + bn) * bk / (1 if scalar else 16 / elem) / threads, tiles_m,
             tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves, wave_fill,
             part, 2 * bm * bn * bk / ((bm + bn) * bk * elem), smem / 1024, parts,
-            1 + launches, extra / 1e6, log_per_launch, occupancy, f.device_units, f.arch_number]
+            1 + launches, extra / 1e6, log_per_launch, _occupancy(f.limits, bm, bn, cfg.num_warps, smem),
+            f.device_units, f.arch_number]
 
 
+# cached: it depends on these alone, and the ~50 configs of a selection share a few tiles
+# (a lookup is ~5x cheaper than the arithmetic)
+@functools.cache
 def _occupancy(limits, bm: int, bn: int, warps_each: int, smem: float) -> int:
     """The occupancy feature: programs one unit holds at once, 0 without the arch's limits."""
     if not limits:
@@ -345,11 +345,6 @@ def _occupancy(limits, bm: int, bn: int, warps_each: int, smem: float) -> int:
     per_thread = min(255, -(-(bm * bn // threads + 32) // 8) * 8)
     return max(1, min(int(shared // (smem + 1024)), warps // warps_each,
                       registers // (per_thread * threads)))
-
-
-# _occupancy by (limits, tile, warps, stages, element bytes): it depends on nothing else,
-# and the ~50 configs of a selection share a few tiles (a dict hit is ~5x cheaper)
-_OCCUPANCY: dict = {}
 
 
 def feature_rows(p, configs, dev: Device):
