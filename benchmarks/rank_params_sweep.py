@@ -3,10 +3,13 @@
 
     PYTHONPATH=.pydeps:tools python3 benchmarks/rank_params_sweep.py '{"num_leaves": 63}' [--shuffles 6]
 
-The argument is a JSON object laid over selector.RANK_PARAMS, plus two keys of this
-script's own: "_trees" (the ranking model's trees, default selector.rank_trees(TREES))
-and "_ens" (that many models of _trees / _ens trees each, seeds 1.., their scores
-summed; LightGBM's seeds set per member). Each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds)
+The argument is a JSON object laid over selector.RANK_PARAMS, plus three keys of this
+script's own: "_trees" (the ranking model's trees, default selector.rank_trees(TREES)),
+"_ens" (that many models of _trees / _ens trees each, seeds 1.., their scores
+summed; LightGBM's seeds set per member) and "_qw" (["near", a]: each problem's rows
+weighted 1 + a / its configs within 5% of its best; ["gap", a]: 1 + a x (1 - its second
+best / its best); ["top5", a]: 1 + a x (1 - the mean of the next five / its best); the
+twenty-fifth session's try, docs/config-selection.md). Each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds)
 trains on four folds and picks, for every held-out problem, the config of the highest
 score among its rankable configs of short chains (no prefilter, no validation: the
 parameters are compared, not a run's pick reproduced). Prints the mean, P10 and min of
@@ -28,6 +31,18 @@ from convgen import selector as S  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
 
 
+def query_weight(kind: str, alpha: float, tflops) -> float:
+    """The "_qw" weight of a problem whose configs ran at `tflops`."""
+    t = np.sort(np.asarray(tflops, dtype=np.float64))[::-1]
+    if kind == "near":
+        return 1 + alpha / int((t >= 0.95 * t[0]).sum())
+    if len(t) < 2:
+        return 1.0
+    if kind == "gap":
+        return 1 + alpha * (1 - t[1] / t[0])
+    return 1 + alpha * (1 - t[1:6].mean() / t[0])   # top5
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("params", nargs="?", default="{}")
@@ -44,10 +59,20 @@ def main() -> int:
         raise ConvgenError(f"params: not a JSON object: {args.params}")
     trees = variant.pop("_trees", S.rank_trees(S.TREES))
     ens = variant.pop("_ens", 1)
+    qw = variant.pop("_qw", None)
+    if qw is not None and not (isinstance(qw, list) and len(qw) == 2 and qw[0] in ("near", "gap", "top5")
+                               and isinstance(qw[1], (int, float))):
+        raise ConvgenError(f"_qw: expected [\"near\" | \"gap\" | \"top5\", a number], got {json.dumps(qw)}")
     params = {**S.RANK_PARAMS, **variant}
     probs = S.load_dataset(args.db, "sm90")
     x_all, _, relevance, groups = S._matrix(probs)
     starts = np.concatenate([[0], np.cumsum(groups)])
+    # a query's weight, on each of its rows: None, or from how few of its configs come near its best
+    weight = None
+    if qw:
+        weight = np.ones(len(x_all))
+        for i, prob in enumerate(probs):
+            weight[starts[i]:starts[i + 1]] = query_weight(*qw, prob.tflops)
     t0 = time.time()
     runs = []   # direction_summaries of each assignment
     for seed in [None] + list(range(1, args.shuffles + 1)):
@@ -57,6 +82,7 @@ def main() -> int:
             train = [i for i, g in enumerate(fold_of) if g != f]
             rows = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in train])
             data = lgb.Dataset(x_all[rows], relevance[rows], group=[groups[i] for i in train],
+                               weight=None if weight is None else weight[rows],
                                feature_name=list(S.FEATURE_NAMES))
             # an ensemble's members differ by their seeds; a lone model keeps RANK_PARAMS'
             seeds = [{"seed": 1 + k, "bagging_seed": 1 + k, "feature_fraction_seed": 1 + k}

@@ -1186,6 +1186,39 @@ def test_the_ranking_sweep_refuses_parameters_that_are_not_a_json_object(tmp_pat
     assert p.stderr.count("\n") == 1, p.stderr
 
 
+@pytest.mark.parametrize("qw", ['["bogus", 1]', '["near"]', '"near"', '["gap", "x"]'])
+def test_the_ranking_sweep_refuses_a_query_weighting_it_does_not_know(tmp_path, qw):
+    """"_qw" is checked before the database is opened (here one that does not exist)."""
+    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "rank_params_sweep.py")
+    p = subprocess.run([sys.executable, sweep, '{"_qw": %s}' % qw, "--shuffles", "0", "--db",
+                        str(tmp_path / "missing.sqlite")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.startswith("rank_params_sweep: error: _qw: expected"), p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+
+
+def test_the_ranking_sweeps_query_weights_follow_how_few_configs_come_near_the_best():
+    """Hand-worked: configs at 100, 97, 90, 80, 50, 40, 10 TFLOPS (shuffled)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+    from rank_params_sweep import query_weight
+    tflops = [90, 10, 100, 50, 97, 80, 40]
+    assert query_weight("near", 2, tflops) == pytest.approx(1 + 2 / 2)     # 100 and 97 within 5%
+    assert query_weight("gap", 3, tflops) == pytest.approx(1 + 3 * 0.03)   # 97 / 100
+    # the next five: 97, 90, 80, 50, 40, mean 71.4
+    assert query_weight("top5", 3, tflops) == pytest.approx(1 + 3 * (1 - 0.714))
+    assert query_weight("gap", 3, [42]) == 1.0 and query_weight("near", 2, [42]) == 3.0
+
+
+def test_the_ranking_sweep_runs_with_query_weights(tmp_path):
+    """A weighted run on the recorded fixture ends with its summary line."""
+    db = _build_db(tmp_path / "all.sqlite", _rows())
+    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "rank_params_sweep.py")
+    p = subprocess.run([sys.executable, sweep, '{"_qw": ["gap", 3]}', "--shuffles", "0", "--db", db],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "'overall': [" in p.stdout.strip().splitlines()[-1], p.stdout
+
+
 @pytest.mark.parametrize("script,args", [
     ("rank_params_sweep", ["{}"]),
     ("prefilter_keep_sweep", ["--keep", "16"]),
