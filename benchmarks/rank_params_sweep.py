@@ -31,6 +31,9 @@ from convgen import selector as S  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
 
 
+QUERY_WEIGHTS = ("near", "gap", "top5")   # the "_qw" kinds query_weight knows
+
+
 def query_weight(kind: str, alpha: float, tflops) -> float:
     """The "_qw" weight of a problem whose configs ran at `tflops`."""
     t = np.sort(np.asarray(tflops, dtype=np.float64))[::-1]
@@ -60,9 +63,10 @@ def main() -> int:
     trees = variant.pop("_trees", S.rank_trees(S.TREES))
     ens = variant.pop("_ens", 1)
     qw = variant.pop("_qw", None)
-    if qw is not None and not (isinstance(qw, list) and len(qw) == 2 and qw[0] in ("near", "gap", "top5")
+    if qw is not None and not (isinstance(qw, list) and len(qw) == 2 and qw[0] in QUERY_WEIGHTS
                                and isinstance(qw[1], (int, float))):
-        raise ConvgenError(f"_qw: expected [\"near\" | \"gap\" | \"top5\", a number], got {json.dumps(qw)}")
+        raise ConvgenError(f"_qw: expected [{' | '.join(map(json.dumps, QUERY_WEIGHTS))}, a number], "
+                          f"got {json.dumps(qw)}")
     params = {**S.RANK_PARAMS, **variant}
     probs = S.load_dataset(args.db, "sm90")
     x_all, _, relevance, groups = S._matrix(probs)
