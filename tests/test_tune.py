@@ -355,6 +355,27 @@ def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():
                for d in ("fwd", "bwd_data", "bwd_weight"))
 
 
+def test_the_later_networks_add_only_new_shapes_and_match_their_lines_file():
+    """The networks after models.FIRST_NETWORKS widen the training set with shapes no
+    earlier table has (a repeated shape would be the same problem measured twice), leave
+    the suite benchmark's and the extra-batch lists as they were, and
+    tuning/selector-twenty-sixth.lines is their part of the selector set."""
+    from convgen import models
+    later = [net for net in models.NETWORKS if net not in models.FIRST_NETWORKS]
+    assert later == ["convnext_b", "wide_resnet50_2", "efficientnet_v2_s", "googlenet"]
+    seen = {tuple(layer) for net in models.FIRST_NETWORKS for layer in models.NETWORKS[net]}
+    for net in later:
+        shapes = [tuple(layer) for layer in models.NETWORKS[net]]
+        assert shapes and len(set(shapes)) == len(shapes) and not set(shapes) & seen, net
+        seen |= set(shapes)
+    assert not {n for n, *_ in models.suite_set(10**6)} & set(later)
+    assert not {n for n, *_ in models.unaligned_1x1_set() + models.wide_3x3_set()} & set(later)
+    want = [(tuple(layer), batch, d) for net, layer, batch, _ in models.selector_set() if net in later
+            for d in ("fwd", "bwd_data", "bwd_weight")]
+    assert len(want) == 3 * sum(len(models.NETWORKS[net]) for net in later)
+    assert _lines_problems("selector-twenty-sixth.lines") == want
+
+
 def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
     from convgen import models
     listed = models.listed_problems()
