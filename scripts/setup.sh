@@ -32,7 +32,7 @@ else
 fi
 
 # 3. this repository, editable (the convgen and split-test commands), with what the tests
-#    need: lit, filecheck, psutil, pytest.
+#    need: lit, filecheck, psutil, pytest, pytest-xdist.
 pip_install -e "$ROOT[test]"
 
 # pyenv keeps shims for console scripts: refresh them so `lit` and `convgen` are on PATH.
