@@ -20,7 +20,7 @@ def test_every_mutant_is_killed_twice_and_nothing_cries_wolf(tmp_path):
     out, state = tmp_path / "power.json", tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     command = [sys.executable, str(REPO / "scripts" / "verifier-power"), "--small", "--census", "150",
-               "--workers", "2", "--json", str(out), "--state", str(state)]
+               "--enough", "2", "--workers", "2", "--json", str(out), "--state", str(state)]
     p = subprocess.run(command, capture_output=True, text=True, env=env, timeout=2400)
     report = json.loads(out.read_text()) if out.exists() else {}
     assert p.returncode == 0 and report.get("goals_met"), p.stdout[-3000:] + p.stderr[-2000:]
@@ -37,3 +37,19 @@ def test_every_mutant_is_killed_twice_and_nothing_cries_wolf(tmp_path):
     again = json.loads(out.read_text())
     assert p.returncode == 1 and again["false_alarms"] == 1, p.stdout[-3000:] + p.stderr[-2000:]
     assert again["matrix"] == report["matrix"] and again["cases"] == report["cases"]
+
+
+def test_enough_stops_a_mutants_cases_at_that_many_kills():
+    """--enough N: a job's rows end at the case that makes the Nth kill (a case that
+    cannot even parse is a kill); without it every case runs. Cheap: no kernel runs."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("verifier_power", str(REPO / "scripts" / "verifier-power"))
+    spec = importlib.util.spec_from_loader("verifier_power", loader)
+    vp = importlib.util.module_from_spec(spec)
+    sys.modules["verifier_power"] = vp   # its dataclasses look their module up there
+    loader.exec_module(vp)
+    cases = [{"id": f"case-{i}", "argv": ["-no_such_flag", str(i)]} for i in range(5)]
+    assert [r["case"] for r in vp._run_cases(cases, enough=2)] == ["case-0", "case-1"]
+    rows = vp._run_cases(cases)
+    assert len(rows) == 5 and all(r["bits"] == [0, 0, 0] and "convgen: error" in r["error"] for r in rows)
