@@ -4,13 +4,13 @@ Usage:
 
     python benchmarks/bench_conv.py [--layers issue|resnet50|all] [--types f16,bf16]
         [--directions fwd,bwd_data,bwd_weight] [--batch 256] [--path dot|fma] [--quick]
-        [--tuning-db PATH] [--json out.json]
+        [--tuning-db PATH] [--selector MODEL|none] [--json out.json]
 
 One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
-with seed 1. Ours: the kernel convgen runs, in its default configuration
-(kernels/config.py), or with `--tuning-db PATH` the configuration convgen would select with
-that tuning database (its best for the problem when it has one, else the default); each row
-says which. The vendor's: torch.ops.aten.convolution (fwd) and
+with seed 1. Ours: the kernel and config convgen selects (kernels/config.select): with
+`--tuning-db PATH`, that database's best for the problem when it has one; else the
+selector model's pick (the shipped tuning/models/ARCH.json, or `--selector MODEL`); else,
+or with `--selector none`, the rule. Each row says which (`config_source`). The vendor's: torch.ops.aten.convolution (fwd) and
 torch.ops.aten.convolution_backward with one output asked for (bwd_data, bwd_weight), on
 the same memory, with cudnn.benchmark on and tf32 off. Both are timed in this process, in
 three alternating rounds of triton.testing.do_bench (its median), each side's time the
@@ -23,6 +23,7 @@ measurement.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -52,6 +53,10 @@ try:   # trees older than issue 14 have no tuning database
     from convgen.kernels.config import select  # noqa: E402
 except ImportError:
     select = None
+try:   # nor, before the selector, a model's pick
+    from convgen.kernels.config import MODEL_SOURCE  # noqa: E402
+except ImportError:
+    MODEL_SOURCE = "selected by model"
 from convgen.kernels.launch import run_conv  # noqa: E402
 try:   # trees before the descriptor kernels build a launch's arguments on every call
     from convgen.kernels.launch import prepare  # noqa: E402
@@ -173,16 +178,25 @@ def _side_by_side_ms(ours, vendor) -> tuple[float, float]:
     return sorted(ours_ms)[ROUNDS // 2], sorted(vendor_ms)[ROUNDS // 2]
 
 
-def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None) -> dict:
+def our_config(p, be, use_dot: bool, db: str | None, selector: str | None = ""):
+    """(config, where it came from), as convgen selects it: `db` None for no database,
+    `selector` "" for the shipped model, None for none (the rule)."""
+    if select is None:   # a tree from before the tuning database
+        return choose(p, be, use_dot, None), "default rule"
+    if "selector_path" not in inspect.signature(select).parameters:   # before the selector
+        return select(p, be, use_dot, None, db) if db else (choose(p, be, use_dot, None),
+                                                              "default rule")
+    return select(p, be, use_dot, None, db, selector)
+
+
+def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None,
+              selector: str | None = "") -> dict:
     c, k, hw, f, s, pad, g = layer
     p = make_problem(direction=direction, dtype=elem_type(dtype), n=batch, g=g, c_total=c,
                      k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), pad=(pad,) * 4, layouts=NHWC)
     t = make_inputs(p, DataSpec(seed=1), be.torch_device)
     out = empty_output(p, be.torch_device)
-    if db is not None and select is not None:
-        cfg, source = select(p, be, use_dot, None, db)
-    else:
-        cfg, source = choose(p, be, use_dot, None), "default rule"
+    cfg, source = our_config(p, be, use_dot, db, selector)
     row = {"layer": layer_label(layer), "shape": list(layer), "direction": direction,
            "dtype": dtype, "batch": batch, "path": "dot" if use_dot else "fma",
            "config": cfg.describe(), "config_source": source, "flops": p.flops}
@@ -238,7 +252,8 @@ def print_report(head: dict, rows, summary) -> None:
     print(f"device: {head['device']}, torch {head['torch']}, triton {head['triton']}, "
           f"cudnn {head['cudnn']}")
     print(f"command: {head['command']}")
-    print("ratio = vendor ms / our ms (above 1: ours is faster); * = config from the tuning database")
+    print("ratio = vendor ms / our ms (above 1: ours is faster); config from the tuning database (*), "
+          "the selector model (m), else the rule")
     print(f"{'layer':24} {'dir':10} {'type':5} {'our ms':>8} {'vend ms':>8} {'ratio':>6} "
           f"{'our TF':>7} {'vend TF':>7} {'%peak':>6} {'diff':>7}  config")
     for r in rows:
@@ -247,7 +262,8 @@ def print_report(head: dict, rows, summary) -> None:
             print(f"{lead} error: {r['error']}  config {r['config']}")
             continue
         pct = "-" if r["our_pct_peak"] is None else f"{r['our_pct_peak']:.1f}"
-        tuned = "*" if r.get("config_source", "").startswith("tuned") else " "
+        source = r.get("config_source", "")
+        tuned = "*" if source.startswith("tuned") else "m" if source.startswith(MODEL_SOURCE) else " "
         print(f"{lead} {r['our_ms']:8.3f} {r['vendor_ms']:8.3f} {r['ratio']:6.2f} "
               f"{r['our_tflops']:7.1f} {r['vendor_tflops']:7.1f} {pct:>6} "
               f"{r['max_rel_diff']:7.1e} {tuned}{r['config']}")
@@ -272,6 +288,9 @@ def main():
     ap.add_argument("--json", metavar="PATH", help="write the rows and geomeans here")
     ap.add_argument("--tuning-db", metavar="PATH",
                     help="run the configuration convgen selects with this tuning database")
+    ap.add_argument("--selector", metavar="MODEL|none", default="",
+                    help="the selector model for problems without a tuned entry (default: the "
+                    "shipped one for the arch); none: the rule")
     ap.add_argument("--tools", metavar="DIR", help="time the kernels of this tools/ folder instead "
                     "(another tree's, for an A/B of a kernel change)")
     args = ap.parse_args()
@@ -293,8 +312,9 @@ def main():
     torch.backends.cudnn.allow_tf32 = False    # IEEE f32 against our IEEE f32
     be = current()
     device_name = torch.cuda.get_device_name()
-    if args.tuning_db and not os.path.exists(args.tuning_db):
-        ap.error(f"--tuning-db: no file {args.tuning_db}")
+    for flag, path in (("--tuning-db", args.tuning_db), ("--selector", args.selector)):
+        if path and path != "none" and not os.path.exists(path):
+            ap.error(f"{flag}: no file {path}")
     head = {"device": device_name, "torch": torch.__version__, "triton": triton.__version__,
             "cudnn": torch.backends.cudnn.version(), "command": shlex.join(["python", *sys.argv])}
     rows = []
@@ -302,7 +322,8 @@ def main():
         for dt in types:
             for layer in layers:
                 rows.append(bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name,
-                                      args.tuning_db))
+                                      args.tuning_db,
+                                      None if args.selector == "none" else args.selector))
                 if args.json:   # after every row: a run stopped by a time limit keeps what it measured
                     _write_json(args.json, {**head, **summarize(rows), "rows": rows})
     summary = summarize(rows)

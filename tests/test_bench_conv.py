@@ -104,3 +104,20 @@ def test_peak_is_looked_up_by_device_name():
 def test_without_a_gpu_it_says_so_and_exits_2():
     r = subprocess.run([sys.executable, str(BENCH), "--quick"], capture_output=True, text=True)
     assert (r.returncode, r.stdout, r.stderr) == (2, "", "bench_conv: needs a GPU\n")
+
+
+def test_our_config_is_the_one_convgen_selects_model_first_rule_on_request():
+    """The benchmark once asked select() with the selector off and so timed the rule's
+    config where convgen ran the model's pick: its rows must come from the same call."""
+    from convgen.kernels.config import MODEL_SOURCE, choose, select
+    from convgen.selector import offline_backend
+    be = offline_backend("sm90", "NVIDIA H100 80GB HBM3")
+    # a layer no table has: no tuned entry in any database
+    p = make_problem(direction="fwd", dtype=elem_type("f16"), n=3, g=1, c_total=40, k_total=72,
+                     hi=13, wi=11, y=3, x=3, stride=(1, 1), pad=(1, 1, 1, 1), layouts=NHWC)
+    cfg, source = bench.our_config(p, be, True, None)
+    assert source.startswith(MODEL_SOURCE), source
+    assert (cfg, source) == select(p, be, True, None, None, "")
+    rule, source = bench.our_config(p, be, True, None, None)
+    assert source.startswith("default rule") and rule == choose(p, be, True, None)
+    assert cfg != rule   # else the check above could not tell them apart
