@@ -4,17 +4,21 @@ Usage:
 
     python benchmarks/bench_conv.py [--layers issue|resnet50|all] [--types f16,bf16]
         [--directions fwd,bwd_data,bwd_weight] [--batch 256] [--path dot|fma] [--quick]
-        [--tuning-db PATH] [--selector MODEL|none] [--json out.json]
+        [--tuning-db PATH] [--selector MODEL|none] [--timing launch|graph] [--json out.json]
 
 One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
 with seed 1. Ours: the kernel and config convgen selects (kernels/config.select): with
 `--tuning-db PATH`, that database's best for the problem when it has one; else the
 selector model's pick (the shipped tuning/models/ARCH.json, or `--selector MODEL`); else,
-or with `--selector none`, the rule. Each row says which (`config_source`). The vendor's: torch.ops.aten.convolution (fwd) and
+or with `--selector none`, the rule. Each row says which (`config_source`). The vendor's:
+torch.ops.aten.convolution (fwd) and
 torch.ops.aten.convolution_backward with one output asked for (bwd_data, bwd_weight), on
 the same memory, with cudnn.benchmark on and tf32 off. Both are timed in this process, in
 three alternating rounds of triton.testing.do_bench (its median), each side's time the
-median of its rounds. ratio = vendor ms / our ms:
+median of its rounds; each call's launches as they come, or with `--timing graph` each
+side's launches as one CUDA graph's replay (convgen tune's timer: a launch's Python cost
+stays out, which for kernels of tens of microseconds is not small; each row's `timing`
+says how each side was timed). ratio = vendor ms / our ms:
 above 1, ours is faster. `--quick` keeps the first three layers and the first type.
 Prints a table and the geomeans; `--json` writes them with every row. Needs a GPU: without
 one it says so on one line and exits 2. docs/conv-benchmark.md: the method and the last
@@ -57,6 +61,10 @@ try:   # nor, before the selector, a model's pick
     from convgen.kernels.config import MODEL_SOURCE  # noqa: E402
 except ImportError:
     MODEL_SOURCE = "selected by model"
+try:   # nor, before the twenty-seventh session, a public graph timer
+    from convgen.tune import graph_replay  # noqa: E402
+except ImportError:
+    graph_replay = None
 from convgen.kernels.launch import run_conv  # noqa: E402
 try:   # trees before the descriptor kernels build a launch's arguments on every call
     from convgen.kernels.launch import prepare  # noqa: E402
@@ -167,6 +175,17 @@ def vendor_op(p, t):
 ROUNDS = 3
 
 
+def _as_graphs(ours, vendor) -> tuple:
+    """(ours, vendor, how each is timed): each side's launches as one CUDA graph's replay
+    (convgen tune's timer), so Python's cost of a launch stays out of both; a side that
+    cannot be captured is timed per launch and says why."""
+    timed = []
+    for fn in (ours, vendor):
+        replay, why = graph_replay(fn) if graph_replay else (None, "this tree has no graph timer")
+        timed.append((replay or fn, "cuda graph" if replay else f"per launch: {why}"))
+    return timed[0][0], timed[1][0], {"ours": timed[0][1], "vendor": timed[1][1]}
+
+
 def _side_by_side_ms(ours, vendor) -> tuple[float, float]:
     """Median ms of each, timed in ROUNDS alternating rounds (median of the rounds): a
     slow spell of the GPU (seen on the H100: one row 3.5x its tuned time, the vendor's
@@ -190,7 +209,7 @@ def our_config(p, be, use_dot: bool, db: str | None, selector: str | None = ""):
 
 
 def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None,
-              selector: str | None = "") -> dict:
+              selector: str | None = "", graph: bool = False) -> dict:
     c, k, hw, f, s, pad, g = layer
     p = make_problem(direction=direction, dtype=elem_type(dtype), n=batch, g=g, c_total=c,
                      k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), pad=(pad,) * 4, layouts=NHWC)
@@ -214,7 +233,11 @@ def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None,
             raise
         return {**row, "error": why}
     vendor = vendor_op(p, t)
+    timing = {"ours": "per launch", "vendor": "per launch"}
+    if graph:
+        ours, vendor, timing = _as_graphs(ours, vendor)
     our_ms, vendor_ms = _side_by_side_ms(ours, vendor)
+    vendor = vendor_op(p, t)   # a replay returns nothing: the check below calls aten again
     # the GPU-side proof that both compute one convolution (tests/test_bench_conv.py is the CPU one)
     theirs = vendor().float()
     diff = (out.reshape(theirs.shape).float() - theirs).abs().max() / theirs.abs().max()
@@ -223,7 +246,7 @@ def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None,
     return {**row, "our_ms": our_ms, "vendor_ms": vendor_ms, "ratio": vendor_ms / our_ms,
             "our_tflops": our_tflops, "vendor_tflops": p.flops / vendor_ms / 1e9,
             "our_pct_peak": None if peak is None else 100 * our_tflops / peak,
-            "max_rel_diff": diff.item()}
+            "max_rel_diff": diff.item(), "timing": timing}
 
 
 def _geomean(values) -> float:
@@ -288,6 +311,9 @@ def main():
     ap.add_argument("--json", metavar="PATH", help="write the rows and geomeans here")
     ap.add_argument("--tuning-db", metavar="PATH",
                     help="run the configuration convgen selects with this tuning database")
+    ap.add_argument("--timing", choices=("launch", "graph"), default="launch",
+                    help="time each call's launches as they come (launch), or both sides as one "
+                    "CUDA graph's replay each, as convgen tune does (graph)")
     ap.add_argument("--selector", metavar="MODEL|none", default="",
                     help="the selector model for problems without a tuned entry (default: the "
                     "shipped one for the arch); none: the rule")
@@ -323,7 +349,8 @@ def main():
             for layer in layers:
                 rows.append(bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name,
                                       args.tuning_db,
-                                      None if args.selector == "none" else args.selector))
+                                      None if args.selector == "none" else args.selector,
+                                      args.timing == "graph"))
                 if args.json:   # after every row: a run stopped by a time limit keeps what it measured
                     _write_json(args.json, {**head, **summarize(rows), "rows": rows})
     summary = summarize(rows)

@@ -121,3 +121,19 @@ def test_our_config_is_the_one_convgen_selects_model_first_rule_on_request():
     rule, source = bench.our_config(p, be, True, None, None)
     assert source.startswith("default rule") and rule == choose(p, be, True, None)
     assert cfg != rule   # else the check above could not tell them apart
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_graph_timing_captures_both_sides_and_still_checks_the_result(direction):
+    """--timing graph: ours and cuDNN's calls each replayed as one CUDA graph (a side that
+    cannot be captured would say "per launch: why"), and the row still compares the two
+    results. 3x3 of 16->32 channels on 9x9 at batch 2, the config convgen would select."""
+    from convgen.backend import current
+    be = current()
+    row = bench.bench_one((16, 32, 9, 3, 1, 1, 1), direction, "f16", 2, True, be,
+                          torch.cuda.get_device_name(), graph=True)
+    assert "error" not in row, row
+    assert row["timing"] == {"ours": "cuda graph", "vendor": "cuda graph"}, row["timing"]
+    assert row["our_ms"] > 0 and row["vendor_ms"] > 0
+    assert row["max_rel_diff"] < 1e-2, row

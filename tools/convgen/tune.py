@@ -188,14 +188,15 @@ def _time(run, be) -> tuple[float, str | None]:
         run()
         return (time.perf_counter() - t0) * 1e3, None
     import triton
-    replay, why = _graph(run)
+    replay, why = graph_replay(run)
     ms = triton.testing.do_bench(replay or run, warmup=10, rep=50, return_mode="median")
     return ms, why and f"timed per launch, not as a CUDA graph: {why}"
 
 
-def _graph(run):
+def graph_replay(run):
     """run()'s launches captured as one CUDA graph -> (its replay, None), or (None, why)
-    when a launch cannot be captured (then run itself is timed)."""
+    when a launch cannot be captured (then run itself is timed). benchmarks/bench_conv.py
+    times both sides with it under `--timing graph`."""
     import torch
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
