@@ -4,7 +4,7 @@ Usage:
 
     python benchmarks/bench_conv.py [--layers issue|resnet50|all] [--types f16,bf16]
         [--directions fwd,bwd_data,bwd_weight] [--batch 256] [--path dot|fma] [--quick]
-        [--tuning-db PATH] [--selector MODEL|none] [--timing launch|graph] [--json out.json]
+        [--tuning-db PATH] [--selector MODEL|none] [--timing graph|launch] [--json out.json]
 
 One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
 with seed 1. Ours: the kernel and config convgen selects (kernels/config.select): with
@@ -15,10 +15,12 @@ torch.ops.aten.convolution (fwd) and
 torch.ops.aten.convolution_backward with one output asked for (bwd_data, bwd_weight), on
 the same memory, with cudnn.benchmark on and tf32 off. Both are timed in this process, in
 three alternating rounds of triton.testing.do_bench (its median), each side's time the
-median of its rounds; each call's launches as they come, or with `--timing graph` each
-side's launches as one CUDA graph's replay (convgen tune's timer: a launch's Python cost
-stays out, which for kernels of tens of microseconds is not small; each row's `timing`
-says how each side was timed). ratio = vendor ms / our ms:
+median of its rounds; by default each side's launches as one CUDA graph's replay
+(convgen tune's timer: a launch's Python cost stays out, which for kernels of tens of
+microseconds is not small and made split-K rows up to 1.6x slow from one run to the
+next), or with `--timing launch` each call's launches as Python issues them, which is
+what an eager caller sees; each row's `timing` says how each side was timed).
+ratio = vendor ms / our ms:
 above 1, ours is faster. `--quick` keeps the first three layers and the first type.
 Prints a table and the geomeans; `--json` writes them with every row. Needs a GPU: without
 one it says so on one line and exits 2. docs/conv-benchmark.md: the method and the last
@@ -311,9 +313,9 @@ def main():
     ap.add_argument("--json", metavar="PATH", help="write the rows and geomeans here")
     ap.add_argument("--tuning-db", metavar="PATH",
                     help="run the configuration convgen selects with this tuning database")
-    ap.add_argument("--timing", choices=("launch", "graph"), default="launch",
-                    help="time each call's launches as they come (launch), or both sides as one "
-                    "CUDA graph's replay each, as convgen tune does (graph)")
+    ap.add_argument("--timing", choices=("graph", "launch"), default="graph",
+                    help="time both sides as one CUDA graph's replay each, as convgen tune does "
+                    "(graph), or each call's launches as Python issues them (launch)")
     ap.add_argument("--selector", metavar="MODEL|none", default="",
                     help="the selector model for problems without a tuned entry (default: the "
                     "shipped one for the arch); none: the rule")
