@@ -14,7 +14,7 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_db import TuningDB, fold_log, in_wal_mode, problem_from_key, problem_key
+from convgen.tuning_db import Best, TuningDB, fold_log, in_wal_mode, problem_from_key, problem_key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,32 +46,133 @@ def test_records_measurements_and_the_best(tmp_path):
         assert '"table": "best"' in db.dump()
 
 
+# version 3's two tables, the key and the config spelled out in every row (what files made
+# before version 4 hold); version 2 is the same without best.searched
+_V3_KEY = ("arch TEXT NOT NULL, device TEXT NOT NULL, triton TEXT NOT NULL, kernel TEXT NOT NULL, "
+           "direction TEXT NOT NULL, dtype TEXT NOT NULL, layouts TEXT NOT NULL, n INTEGER NOT NULL, "
+           "c INTEGER NOT NULL, k INTEGER NOT NULL, g INTEGER NOT NULL, h INTEGER NOT NULL, "
+           "w INTEGER NOT NULL, y INTEGER NOT NULL, x INTEGER NOT NULL, stride_h INTEGER NOT NULL, "
+           "stride_w INTEGER NOT NULL, pad TEXT NOT NULL, dil_h INTEGER NOT NULL, dil_w INTEGER NOT NULL")
+_V3_PK = ("arch, device, triton, kernel, direction, dtype, layouts, n, c, k, g, h, w, y, x, "
+          "stride_h, stride_w, pad, dil_h, dil_w")
+
+
+def _old_file(path, version, measurements=(), bests=()):
+    """A file of schema `version` (2 or 3) with these rows: (key, config, status, ms, error,
+    measured_at) and (key, config, ms, checked, measured_at, searched)."""
+    searched = ", searched TEXT NOT NULL DEFAULT 'space'" if version == 3 else ""
+    con = sqlite3.connect(path)
+    con.executescript(f"""
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema', 'convgen-tuning'), ('version', '{version}');
+        CREATE TABLE measurements ({_V3_KEY}, config TEXT NOT NULL, status TEXT NOT NULL, ms REAL,
+            tflops REAL, error TEXT, measured_at TEXT NOT NULL, PRIMARY KEY ({_V3_PK}, config)) WITHOUT ROWID;
+        CREATE TABLE best ({_V3_KEY}, config TEXT NOT NULL, ms REAL NOT NULL, tflops REAL,
+            checked TEXT NOT NULL, measured_at TEXT NOT NULL{searched}, PRIMARY KEY ({_V3_PK})) WITHOUT ROWID;""")
+    for key, config, status, ms, error, when in measurements:
+        row = {**key, "config": config, "status": status, "ms": ms, "tflops": None, "error": error,
+               "measured_at": when}
+        con.execute(f"INSERT INTO measurements ({', '.join(row)}) VALUES ({', '.join(':' + c for c in row)})", row)
+    for key, config, ms, checked, when, how in bests:
+        row = {**key, "config": config, "ms": ms, "tflops": 1.0, "checked": checked, "measured_at": when,
+               **({"searched": how} if version == 3 else {})}
+        con.execute(f"INSERT INTO best ({', '.join(row)}) VALUES ({', '.join(':' + c for c in row)})", row)
+    con.commit()
+    con.close()
+
+
+def _version(path) -> str:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0]
+    finally:
+        con.close()
+
+
 def test_a_version_2_file_reads_as_whole_searches_and_its_first_writer_upgrades_it(tmp_path):
     # version 2 had no best.searched: a reader (a run, a read-only checkout) leaves the file
     # as it is; a writer adds the column, every old best of a whole space
     path = str(tmp_path / "old.sqlite")
     key = _key()
-    with TuningDB(path) as db:
-        db.set_best(key, "block_m=64", 1.0, 2.0, "gpu reference [1 1 1]")
-    with sqlite3.connect(path) as con:
-        con.execute("ALTER TABLE best DROP COLUMN searched")
-        con.execute("UPDATE meta SET value = '2' WHERE name = 'version'")
-    con.close()
+    _old_file(path, 2, bests=[(key, "block_m=64", 1.0, "gpu reference [1 1 1]", "2026-01-02T03:04:05", None)])
     before = open(path, "rb").read()
     with TuningDB(path, readonly=True) as db:
         assert db.best(key).searched == "space" and db.rows("SELECT searched FROM best") == [{"searched": "space"}]
     assert open(path, "rb").read() == before
     with TuningDB(path) as db:
-        assert db.best(key).searched == "space"
+        assert db.best(key) == Best("block_m=64", 1.0, 1.0, "gpu reference [1 1 1]", "2026-01-02T03:04:05", "space")
         db.set_best(_key(n=32), "block_m=128", 1.0, 2.0, "gpu reference [1 1 1]",
                     searched="the first 6 of 40 ranked by sm90.json")
+    assert _version(path) == "4"
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-        assert con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone() == ("3",)
         assert sorted(con.execute("SELECT n, searched FROM best")) == [
             (32, "the first 6 of 40 ranked by sm90.json"), (256, "space")]
     con.close()
     with TuningDB(path) as db:   # opened again: nothing left to upgrade
         assert db.best(_key(n=32)).searched.startswith("the first 6")
+
+
+def test_a_version_3_file_is_read_as_it_is_and_its_first_writer_stores_it_by_number(tmp_path):
+    path = str(tmp_path / "v3.sqlite")
+    k1, k2 = _key(), _key("bwd_weight", n=7)
+    _old_file(path, 3, measurements=[(k1, "block_m=64", "ok", 2.0, None, "2026-01-02T03:04:05"),
+                                     (k1, "block_m=128", "invalid", None, "too much shared memory",
+                                      "2026-01-02T03:04:06"),
+                                     (k2, "block_m=64", "ok", 0.5, None, "2026-02-03T04:05:06")],
+              bests=[(k1, "block_m=64", 2.0, "cpu [1 1 1]", "2026-01-02T03:04:07", "space"),
+                     (k2, "block_m=64", 0.5, "cpu [1 1 1]", "2026-02-03T04:05:07", "the first 6")])
+    before = open(path, "rb").read()
+    with TuningDB(path, readonly=True) as db:
+        dump = db.dump()
+        assert db.measured(k1) == {"block_m=64": ("ok", 2.0, None),
+                                   "block_m=128": ("invalid", None, "too much shared memory")}
+    assert open(path, "rb").read() == before and _version(path) == "3"
+    with TuningDB(path) as db:
+        assert db.dump() == dump   # every row and every time, to the second
+        assert db.timed_before(k1, "2026-01-02T03:04:06") == ["block_m=64"]
+        assert db.best(k2).searched == "the first 6"
+    assert _version(path) == "4"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert con.execute("SELECT count(*) FROM problems").fetchone() == (2,)
+        assert con.execute("SELECT count(*) FROM configs").fetchone() == (2,)
+    con.close()
+    assert not tables & {"measurements_v3", "best_v3"}
+
+
+def test_sql_written_for_the_spelled_out_tables_works_through_the_views(tmp_path):
+    # merging the rows a GPU machine sent back is `INSERT OR REPLACE INTO measurements
+    # SELECT * FROM n.measurements`, from a file of either version; tests and one-off fixes
+    # UPDATE and DELETE rows by their spelled-out key
+    old, new = str(tmp_path / "old.sqlite"), str(tmp_path / "new.sqlite")
+    k1, k2 = _key(), _key(n=3)
+    _old_file(old, 3, measurements=[(k1, "a", "ok", 9.0, None, "2026-03-01T00:00:00"),
+                                    (k2, "b", "ok", 4.0, None, "2026-03-01T00:00:01")],
+              bests=[(k2, "b", 4.0, "cpu [1 1 1]", "2026-03-01T00:00:02", "space")])
+    with TuningDB(new) as db:
+        db.record(k1, "a", "ok", ms=5.0)
+        db.record(k1, "c", "wrong", error="bits [1 0 0]")
+        db.set_best(k1, "a", 5.0, 1.0, "cpu [1 1 1]")
+    con = sqlite3.connect(new, isolation_level=None)
+    try:
+        con.execute(f"ATTACH '{old}' AS n")
+        con.execute("INSERT OR REPLACE INTO measurements SELECT * FROM n.measurements")
+        con.execute("INSERT OR REPLACE INTO best SELECT * FROM n.best")
+        con.execute("DETACH n")
+        with pytest.raises(sqlite3.IntegrityError):   # a plain INSERT of a measured config
+            con.execute("INSERT INTO measurements SELECT * FROM measurements WHERE config = 'c'")
+        con.execute("UPDATE measurements SET ms = 1.5 WHERE config = 'b'")
+        con.execute("UPDATE best SET config = 'c', ms = 0.5 WHERE n = 256")
+        con.execute("UPDATE measurements SET kernel = 'newer' WHERE n = 3")   # re-keyed
+        con.execute("DELETE FROM measurements WHERE status = 'wrong'")
+    finally:
+        con.close()
+    with TuningDB(new, readonly=True) as db:
+        assert db.measured(k1) == {"a": ("ok", 9.0, None)}   # replaced by the merged row
+        assert db.measured(k2) == {} and db.measured({**k2, "kernel": "newer"}) == {"b": ("ok", 1.5, None)}
+        assert db.best(k1).config == "c" and db.best(k1).ms == 0.5
+        assert db.best(k2).measured_at == "2026-03-01T00:00:02"
+        assert db.counts() == {"best": 2, "ok": 2}
 
 
 def test_a_measurement_of_the_same_config_replaces_the_old_one(tmp_path):
@@ -385,21 +486,31 @@ def test_the_shipped_database_is_keyed_on_todays_kernels():
         con.close()
 
 
-def test_the_shipped_database_stores_each_row_once(tmp_path):
-    # a rowid table keeps its 21 key columns twice (the rows and the key's index): the
-    # shipped file would be twice its size, past what travels to the GPU machine. Both a new
-    # file and the shipped one hold their rows in the key's b-tree (WITHOUT ROWID)
+def test_the_shipped_database_stores_each_key_and_config_once(tmp_path):
+    # spelled out in every row, the 20 key columns and the config text were three quarters
+    # of the shipped file (49.4 MB at 2568 problems), past what travels to the GPU machine
+    # (docs/traps.md): both a new file and the shipped one store them by number, and the
+    # shipped file stays under 80 bytes a measurement (about 44 by number, 245 spelled out)
     shipped = os.path.join(ROOT, "tuning", "tuning.sqlite")
     fresh = str(tmp_path / "fresh.sqlite")
     TuningDB(fresh).close()
     for path in (shipped, fresh):
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            ddl = dict(con.execute("select name, sql from sqlite_master where type = 'table'"))
+            kinds = dict(con.execute("select name, type from sqlite_master where name not like 'sqlite_%'"))
         finally:
             con.close()
-        for table in ("measurements", "best"):
-            assert ddl[table].rstrip().endswith("WITHOUT ROWID"), (path, table)
+        assert _version(path) == "4"
+        assert {n: kinds.get(n) for n in ("measurements", "best", "problems", "configs", "measurement_rows",
+                                          "best_rows")} == {
+            "measurements": "view", "best": "view", "problems": "table", "configs": "table",
+            "measurement_rows": "table", "best_rows": "table"}, path
+    con = sqlite3.connect(f"file:{shipped}?mode=ro", uri=True)
+    try:
+        rows = con.execute("select count(*) from measurement_rows").fetchone()[0]
+    finally:
+        con.close()
+    assert os.path.getsize(shipped) < 80 * rows, (os.path.getsize(shipped), rows)
 
 
 def test_the_shipped_database_is_one_plain_file():

@@ -7,7 +7,8 @@ loses nothing it finished and the next run skips what is already there.
 A problem's key is everything that changes which config is fastest: the device (arch and
 name), the Triton version, the kernel's source (a digest of the direction's kernel module
 and the pieces it shares: a kernel change makes old times stale), direction, type,
-layouts, N, C, K, G, H, W, Y, X, strides, padding and dilation (`problem_key`, `key_for`). Rows:
+layouts, N, C, K, G, H, W, Y, X, strides, padding and dilation (`problem_key`, `key_for`).
+What a reader sees (two views, with the key and the config spelled out in every row):
 
     measurements   one per (key, config): its time in ms, or status "invalid" (the config
                    does not compile or does not fit: `error` says why) or "wrong" (it ran
@@ -16,6 +17,11 @@ layouts, N, C, K, G, H, W, Y, X, strides, padding and dilation (`problem_key`, `
                    what it was the fastest of (`searched`: the whole tuning space, or the
                    first configs of it that `convgen tune --top` or `--max-configs` measured).
     meta           the schema's name and version; a file without them is refused.
+
+What is stored: `problems` and `configs` (each key and each config text once, by number)
+and `measurement_rows` and `best_rows` (the numbers, the times, and measured_at in Unix
+seconds). The views take INSERT, UPDATE and DELETE through triggers, so SQL written for
+the old tables (copying rows between files, a test's UPDATE) works unchanged.
 
 The database never decides anything by itself: kernels/select.py (lookup) and tune.py
 (the search) use it.
@@ -34,40 +40,109 @@ from convgen.errors import ConvgenError
 from convgen.problem import make_problem
 
 SCHEMA_NAME = "convgen-tuning"
-SCHEMA_VERSION = 3   # 3: best.searched; a version 2 file is upgraded by its first writer
+SCHEMA_VERSION = 4   # 4: problems and configs stored once, by number; 3: best.searched
 SEARCHED_ALL = "space"   # best.searched of a search over every config of the tuning space
 KEY_COLUMNS = ("arch", "device", "triton", "kernel", "direction", "dtype", "layouts", "n", "c", "k", "g",
                "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
-_KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in 'n c k g h w y x stride_h stride_w dil_h dil_w'.split() else 'TEXT'} NOT NULL"
-                     for c in KEY_COLUMNS)
+_INT_COLUMNS = set("n c k g h w y x stride_h stride_w dil_h dil_w".split())
+_KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in _INT_COLUMNS else 'TEXT'} NOT NULL" for c in KEY_COLUMNS)
 _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
+# what the views show, in the order of version 3's tables (whose files a reader reads as
+# they are, and whose rows `INSERT INTO measurements SELECT * FROM old.measurements` copies)
+MEASUREMENT_COLUMNS = (*KEY_COLUMNS, "config", "status", "ms", "tflops", "error", "measured_at")
+BEST_COLUMNS = (*KEY_COLUMNS, "config", "ms", "tflops", "checked", "measured_at", "searched")
+
+
+def _problem_id(row: str) -> str:
+    return f"(SELECT id FROM problems WHERE {' AND '.join(f'{c} = {row}.{c}' for c in KEY_COLUMNS)})"
+
+
+def _config_id(row: str) -> str:
+    return f"(SELECT id FROM configs WHERE config = {row}.config)"
+
+
+def _add_ids(row: str) -> str:
+    # no INSERT OR IGNORE: a trigger takes the conflict policy of the statement that fired
+    # it, and an outer OR REPLACE would give an existing problem a new id, orphaning its rows
+    return (f"INSERT INTO problems ({', '.join(KEY_COLUMNS)}) SELECT {', '.join(f'{row}.{c}' for c in KEY_COLUMNS)} "
+            f"WHERE {_problem_id(row)} IS NULL;\n"
+            f"    INSERT INTO configs (config) SELECT {row}.config WHERE {_config_id(row)} IS NULL;")
+
+
+_EPOCH = "CAST(strftime('%s', {}) AS INTEGER)"   # measured_at is stored as Unix seconds
+_ISO = "strftime('%Y-%m-%dT%H:%M:%S', {}, 'unixepoch')"   # ... and shown as UTC ISO text
+
+# Stored tables (problems, configs, measurement_rows, best_rows) hold each problem's 20 key
+# columns and each config's text once, by number; the views `measurements` and `best` show
+# the rows with them spelled out, as version 3's tables did, and take INSERT, UPDATE and
+# DELETE through their triggers. Spelled out in every row, the key and config were three
+# quarters of the file (49.4 MB at 2568 problems, 12 MB this way), past what travels to
+# the GPU machine (docs/traps.md).
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS measurements (
-    {_KEY_DDL},
-    config TEXT NOT NULL,            -- KernelConfig.describe()
+CREATE TABLE IF NOT EXISTS problems (
+    id INTEGER PRIMARY KEY, {_KEY_DDL}, UNIQUE ({", ".join(KEY_COLUMNS)}));
+CREATE TABLE IF NOT EXISTS configs (
+    id INTEGER PRIMARY KEY,
+    config TEXT NOT NULL UNIQUE);    -- KernelConfig.describe()
+CREATE TABLE IF NOT EXISTS measurement_rows (
+    problem INTEGER NOT NULL REFERENCES problems,
+    config INTEGER NOT NULL REFERENCES configs,
     status TEXT NOT NULL CHECK (status IN ('ok', 'invalid', 'wrong')),
     ms REAL,                         -- median time, status 'ok' only
     tflops REAL,
     error TEXT,                      -- why, for 'invalid' and 'wrong'
-    measured_at TEXT NOT NULL,
-    PRIMARY KEY ({", ".join(KEY_COLUMNS)}, config)
+    measured_at INTEGER NOT NULL,    -- Unix seconds
+    PRIMARY KEY (problem, config)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS best (
-    {_KEY_DDL},
-    config TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS best_rows (
+    problem INTEGER PRIMARY KEY REFERENCES problems,
+    config INTEGER NOT NULL REFERENCES configs,
     ms REAL NOT NULL,
     tflops REAL,
     checked TEXT NOT NULL,           -- the reference check it passed
-    measured_at TEXT NOT NULL,
-    searched TEXT NOT NULL DEFAULT '{SEARCHED_ALL}',  -- what it is the fastest of
-    PRIMARY KEY ({", ".join(KEY_COLUMNS)})
-) WITHOUT ROWID;
+    measured_at INTEGER NOT NULL,
+    searched TEXT NOT NULL DEFAULT '{SEARCHED_ALL}'  -- what it is the fastest of
+);
+CREATE VIEW IF NOT EXISTS measurements AS
+    SELECT {", ".join(f"p.{c}" for c in KEY_COLUMNS)}, f.config, m.status, m.ms, m.tflops, m.error,
+           {_ISO.format("m.measured_at")} AS measured_at
+    FROM measurement_rows m JOIN problems p ON p.id = m.problem JOIN configs f ON f.id = m.config;
+CREATE VIEW IF NOT EXISTS best AS
+    SELECT {", ".join(f"p.{c}" for c in KEY_COLUMNS)}, f.config, b.ms, b.tflops, b.checked,
+           {_ISO.format("b.measured_at")} AS measured_at, b.searched
+    FROM best_rows b JOIN problems p ON p.id = b.problem JOIN configs f ON f.id = b.config;
+CREATE TRIGGER IF NOT EXISTS measurements_insert INSTEAD OF INSERT ON measurements BEGIN
+    {_add_ids("NEW")}
+    INSERT INTO measurement_rows VALUES ({_problem_id("NEW")}, {_config_id("NEW")}, NEW.status,
+        NEW.ms, NEW.tflops, NEW.error, {_EPOCH.format("NEW.measured_at")});
+END;
+CREATE TRIGGER IF NOT EXISTS measurements_update INSTEAD OF UPDATE ON measurements BEGIN
+    {_add_ids("NEW")}
+    UPDATE measurement_rows SET problem = {_problem_id("NEW")}, config = {_config_id("NEW")},
+        status = NEW.status, ms = NEW.ms, tflops = NEW.tflops, error = NEW.error,
+        measured_at = {_EPOCH.format("NEW.measured_at")}
+    WHERE problem = {_problem_id("OLD")} AND config = {_config_id("OLD")};
+END;
+CREATE TRIGGER IF NOT EXISTS measurements_delete INSTEAD OF DELETE ON measurements BEGIN
+    DELETE FROM measurement_rows WHERE problem = {_problem_id("OLD")} AND config = {_config_id("OLD")};
+END;
+CREATE TRIGGER IF NOT EXISTS best_insert INSTEAD OF INSERT ON best BEGIN
+    {_add_ids("NEW")}
+    INSERT INTO best_rows VALUES ({_problem_id("NEW")}, {_config_id("NEW")}, NEW.ms, NEW.tflops,
+        NEW.checked, {_EPOCH.format("NEW.measured_at")}, COALESCE(NEW.searched, '{SEARCHED_ALL}'));
+END;
+CREATE TRIGGER IF NOT EXISTS best_update INSTEAD OF UPDATE ON best BEGIN
+    {_add_ids("NEW")}
+    UPDATE best_rows SET problem = {_problem_id("NEW")}, config = {_config_id("NEW")}, ms = NEW.ms,
+        tflops = NEW.tflops, checked = NEW.checked, measured_at = {_EPOCH.format("NEW.measured_at")},
+        searched = NEW.searched
+    WHERE problem = {_problem_id("OLD")};
+END;
+CREATE TRIGGER IF NOT EXISTS best_delete INSTEAD OF DELETE ON best BEGIN
+    DELETE FROM best_rows WHERE problem = {_problem_id("OLD")};
+END;
 """
-# WITHOUT ROWID: a row is stored once, in its key's b-tree. A rowid table keeps the 21 key
-# columns twice (the table and the key's index), and the shipped file was twice its size,
-# too large to travel to the GPU machine (docs/traps.md). Files made before read and
-# write the same; only their size differs.
 
 
 DEFAULT_PATH = os.path.join(REPO_ROOT, "tuning", "tuning.sqlite")
@@ -156,6 +231,19 @@ def fold_log(path: str) -> None:
                            "(another process has the database open)", field="tuning_db")
 
 
+def _statements(script: str) -> list[str]:
+    """A script's statements one by one: executescript would commit the transaction an
+    upgrade runs in, and a trigger's body holds semicolons of its own."""
+    out, part = [], ""
+    for line in script.splitlines(keepends=True):
+        part += line
+        if sqlite3.complete_statement(part):
+            out.append(part.strip())
+            part = ""
+    assert not part.strip(), part
+    return out
+
+
 def _busy(e: sqlite3.OperationalError) -> bool:
     return "locked" in str(e) or "busy" in str(e)
 
@@ -207,7 +295,8 @@ class TuningDB:
     def _open(self, readonly: bool) -> None:
         self.con.execute("PRAGMA busy_timeout=60000")
         if not readonly and self._empty():   # a new file; a foreign one is never written to
-            self.con.executescript(_SCHEMA)
+            for statement in _statements(_SCHEMA):
+                self.con.execute(statement)
             self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?), ('version', ?)",
                              (SCHEMA_NAME, str(SCHEMA_VERSION)))
         self._check_schema()
@@ -228,12 +317,15 @@ class TuningDB:
         if meta.get("schema") != SCHEMA_NAME:
             raise ConvgenError(f"tuning database '{self.path}' is not a convgen tuning database "
                                "(another program's SQLite file?)", field="tuning_db")
-        if meta.get("version") == "2":
-            self._upgrade_from_2()
-        elif meta.get("version") != str(SCHEMA_VERSION):
+        version = meta.get("version")
+        if version not in ("2", "3", str(SCHEMA_VERSION)):
             raise ConvgenError(f"tuning database '{self.path}' has schema version "
-                               f"{meta.get('version')}; this convgen reads version {SCHEMA_VERSION}",
+                               f"{version}; this convgen reads versions 2 to {SCHEMA_VERSION}",
                                field="tuning_db")
+        if version == "2":
+            self._upgrade_from_2()
+        if version in ("2", "3") and not self.readonly:
+            self._upgrade_to_4()
 
     def _upgrade_from_2(self) -> None:
         """Version 2 had no best.searched, and its bests count as of a whole space (one
@@ -245,11 +337,41 @@ class TuningDB:
                              "FROM main.best")
             return
         with self._transaction():   # asked again under the write lock: another writer may be first
-            if self.con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0] == "2":
+            if self._version() == "2":
                 self.con.execute(f"ALTER TABLE best ADD COLUMN searched TEXT NOT NULL "
                                  f"DEFAULT '{SEARCHED_ALL}'")
-                self.con.execute("UPDATE meta SET value = ? WHERE name = 'version'",
-                                 (str(SCHEMA_VERSION),))
+                self.con.execute("UPDATE meta SET value = '3' WHERE name = 'version'")
+
+    def _upgrade_to_4(self) -> None:
+        """Version 3 spelled out the key and the config in every row, as tables named as
+        version 4's views are: a reader reads them as they are; the first writer moves the
+        rows into version 4's tables (the file keeps its size until VACUUMed)."""
+        key = ", ".join(KEY_COLUMNS)
+        with self._transaction():
+            if self._version() != "3":
+                return
+            self.con.execute("ALTER TABLE measurements RENAME TO measurements_v3")
+            self.con.execute("ALTER TABLE best RENAME TO best_v3")
+            for statement in _statements(_SCHEMA):
+                self.con.execute(statement)
+            self.con.execute(f"INSERT INTO problems ({key}) SELECT {key} FROM measurements_v3 "
+                             f"UNION SELECT {key} FROM best_v3")
+            self.con.execute("INSERT INTO configs (config) SELECT config FROM measurements_v3 "
+                             "UNION SELECT config FROM best_v3")
+            self.con.execute(
+                f"INSERT INTO measurement_rows SELECT p.id, f.id, o.status, o.ms, o.tflops, o.error, "
+                f"{_EPOCH.format('o.measured_at')} FROM measurements_v3 o JOIN problems p USING ({key}) "
+                "JOIN configs f ON f.config = o.config")
+            self.con.execute(
+                f"INSERT INTO best_rows SELECT p.id, f.id, o.ms, o.tflops, o.checked, "
+                f"{_EPOCH.format('o.measured_at')}, o.searched FROM best_v3 o JOIN problems p USING ({key}) "
+                "JOIN configs f ON f.config = o.config")
+            self.con.execute("DROP TABLE measurements_v3")
+            self.con.execute("DROP TABLE best_v3")
+            self.con.execute("UPDATE meta SET value = ? WHERE name = 'version'", (str(SCHEMA_VERSION),))
+
+    def _version(self) -> str:
+        return self.con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0]
 
     def _transaction(self):
         con = self.con
