@@ -140,6 +140,48 @@ def test_a_version_3_file_is_read_as_it_is_and_its_first_writer_stores_it_by_num
     assert not tables & {"measurements_v3", "best_v3"}
 
 
+def test_a_version_3_file_with_a_time_it_cannot_store_is_refused_and_left_as_it_was(tmp_path):
+    path = str(tmp_path / "v3.sqlite")
+    _old_file(path, 3, measurements=[(_key(), "a", "ok", 1.0, None, "2026-01-02T03:04:05"),
+                                     (_key(), "b", "ok", 2.0, None, "last tuesday")])
+    before = open(path, "rb").read()
+    with pytest.raises(ConvgenError, match=r"1 row\(s\) of measurements have a measured_at .*'last tuesday'"):
+        TuningDB(path)
+    assert open(path, "rb").read() == before
+    with TuningDB(path, readonly=True) as db:   # still read as it is
+        assert set(db.measured(_key())) == {"a", "b"}
+
+
+def test_an_upgraded_file_gives_the_spelled_out_rows_space_back(tmp_path):
+    path = str(tmp_path / "v3.sqlite")
+    _old_file(path, 3, measurements=[(_key(n=n), f"block_m={m}", "ok", 1.0, None, "2026-01-02T03:04:05")
+                                     for n in range(1, 40) for m in range(20)])
+    before = os.path.getsize(path)
+    TuningDB(path).close()
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        assert con.execute("PRAGMA freelist_count").fetchone() == (0,)
+    finally:
+        con.close()
+    assert os.path.getsize(path) < before
+
+
+def test_a_writer_s_close_forgets_keys_and_configs_no_row_uses(tmp_path):
+    path = str(tmp_path / "t.sqlite")
+    with TuningDB(path) as db:
+        for n in (1, 2, 3):
+            db.record(_key(n=n), f"cfg{n}", "ok", ms=1.0)
+        db.set_best(_key(n=3), "cfg3", 1.0, 1.0, "cpu [1 1 1]")
+        db.con.execute("DELETE FROM measurements WHERE n = 1")
+        db.con.execute("UPDATE measurements SET kernel = 'newer' WHERE n = 2")   # re-keyed
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        assert sorted(con.execute("SELECT n, kernel FROM problems")) == [(2, "newer"), (3, "0123456789ab")]
+        assert sorted(c for (c,) in con.execute("SELECT config FROM configs")) == ["cfg2", "cfg3"]
+    finally:
+        con.close()
+
+
 def test_sql_written_for_the_spelled_out_tables_works_through_the_views(tmp_path):
     # merging the rows a GPU machine sent back is `INSERT OR REPLACE INTO measurements
     # SELECT * FROM n.measurements`, from a file of either version; tests and one-off fixes
@@ -213,6 +255,28 @@ def test_several_processes_write_at_once(tmp_path):
         assert p.returncode == 0
     with TuningDB(path, readonly=True) as db:
         assert [len(db.measured(_key(n=n))) for n in (1, 2, 3, 4)] == [40, 40, 40, 40]
+
+
+def _open_and_record(path: str, n: int) -> str | None:
+    try:
+        with TuningDB(path) as db:
+            db.record(_key(n=n), "cfg", "ok", ms=1.0)
+    except Exception as e:   # reported, not raised: the pool would stop at the first
+        return str(e)
+    return None
+
+
+def test_several_processes_create_a_new_file_at_once(tmp_path):
+    # one writer per GPU on a path that does not exist yet: the schema is made in one
+    # transaction, so none of them sees tables without the meta that names them (made
+    # statement by statement, most of such starts failed: "not a convgen tuning database")
+    import multiprocessing
+    with multiprocessing.get_context("fork").Pool(6) as pool:   # forked: they start together
+        for trial in range(10):
+            path = str(tmp_path / f"new{trial}.sqlite")
+            assert pool.starmap(_open_and_record, [(path, n) for n in range(1, 7)]) == [None] * 6
+            with TuningDB(path, readonly=True) as db:
+                assert [len(db.measured(_key(n=n))) for n in range(1, 7)] == [1] * 6
 
 
 def test_opening_waits_out_a_lock_sqlite_reports_at_once(tmp_path, monkeypatch):

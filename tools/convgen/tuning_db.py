@@ -21,7 +21,9 @@ What a reader sees (two views, with the key and the config spelled out in every 
 What is stored: `problems` and `configs` (each key and each config text once, by number)
 and `measurement_rows` and `best_rows` (the numbers, the times, and measured_at in Unix
 seconds). The views take INSERT, UPDATE and DELETE through triggers, so SQL written for
-the old tables (copying rows between files, a test's UPDATE) works unchanged.
+the old tables (copying rows between files, a test's UPDATE) works unchanged, with two
+differences: times are kept to the second, in UTC, and a write through a view counts no
+rows in `cursor.rowcount` (SQLite does not count what an INSTEAD OF trigger does).
 
 The database never decides anything by itself: kernels/select.py (lookup) and tune.py
 (the search) use it.
@@ -286,6 +288,9 @@ class TuningDB:
                     raise ConvgenError(f"tuning database '{path}' {why}", field="tuning_db") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
+            except ConvgenError:
+                self.con.close()
+                raise
             except sqlite3.DatabaseError as e:
                 if self.con is not None:
                     self.con.close()
@@ -295,10 +300,14 @@ class TuningDB:
     def _open(self, readonly: bool) -> None:
         self.con.execute("PRAGMA busy_timeout=60000")
         if not readonly and self._empty():   # a new file; a foreign one is never written to
-            for statement in _statements(_SCHEMA):
-                self.con.execute(statement)
-            self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?), ('version', ?)",
-                             (SCHEMA_NAME, str(SCHEMA_VERSION)))
+            # in one transaction: another writer opening the new file at once (one per GPU)
+            # sees the whole schema with its meta, or waits, never tables without meta
+            with self._transaction():
+                if self._empty():
+                    for statement in _statements(_SCHEMA):
+                        self.con.execute(statement)
+                    self.con.execute("INSERT INTO meta VALUES ('schema', ?), ('version', ?)",
+                                     (SCHEMA_NAME, str(SCHEMA_VERSION)))
         self._check_schema()
         if not readonly:   # readers never wait for a writer, writers queue
             self.con.execute("PRAGMA journal_mode=WAL")
@@ -350,6 +359,18 @@ class TuningDB:
         with self._transaction():
             if self._version() != "3":
                 return
+            for table in ("measurements", "best"):   # stored as Unix seconds from now on
+                bad, example = self.con.execute(
+                    f"SELECT count(*), min(measured_at) FROM {table} "
+                    f"WHERE {_EPOCH.format('measured_at')} IS NULL").fetchone()
+                if bad:
+                    raise ConvgenError(
+                        f"tuning database '{self.path}': {bad} row(s) of {table} have a measured_at "
+                        f"that is not a UTC time YYYY-MM-DDTHH:MM:SS (such as {example!r}); the file "
+                        f"is left at schema version 3 (fix or delete those rows to write to it)",
+                        field="tuning_db")
+            counts = [self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                      for t in ("measurements", "best")]
             self.con.execute("ALTER TABLE measurements RENAME TO measurements_v3")
             self.con.execute("ALTER TABLE best RENAME TO best_v3")
             for statement in _statements(_SCHEMA):
@@ -366,9 +387,22 @@ class TuningDB:
                 f"INSERT INTO best_rows SELECT p.id, f.id, o.ms, o.tflops, o.checked, "
                 f"{_EPOCH.format('o.measured_at')}, o.searched FROM best_v3 o JOIN problems p USING ({key}) "
                 "JOIN configs f ON f.config = o.config")
+            moved = [self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                     for t in ("measurement_rows", "best_rows")]
+            if moved != counts:   # never drop a row: the transaction rolls back
+                raise ConvgenError(f"tuning database '{self.path}': upgrading to schema version 4 "
+                                   f"moved {moved} of {counts} rows; the file is left as it was",
+                                   field="tuning_db")
             self.con.execute("DROP TABLE measurements_v3")
             self.con.execute("DROP TABLE best_v3")
             self.con.execute("UPDATE meta SET value = ? WHERE name = 'version'", (str(SCHEMA_VERSION),))
+        try:   # give the spelled-out rows' space back (a copy of the file travels); later if busy
+            self.con.execute("PRAGMA busy_timeout=0")
+            self.con.execute("VACUUM")
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            self.con.execute("PRAGMA busy_timeout=60000")
 
     def _version(self) -> str:
         return self.con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0]
@@ -392,10 +426,21 @@ class TuningDB:
             # writer is still open this fails, and that one does it
             try:
                 self.con.execute("PRAGMA busy_timeout=0")
+                self._prune()
                 self.con.execute("PRAGMA journal_mode=DELETE")
             except sqlite3.OperationalError:
                 pass
         self.con.close()
+
+    def _prune(self) -> None:
+        """Forget the problems and configs no row uses any more (left by a DELETE, a
+        re-keying UPDATE, or a row a constraint refused): only their space. Skipped while
+        another writer holds the lock; the next writer's close does it."""
+        with self._transaction():
+            self.con.execute("DELETE FROM problems WHERE NOT EXISTS (SELECT 1 FROM measurement_rows "
+                             "WHERE problem = problems.id) AND id NOT IN (SELECT problem FROM best_rows)")
+            self.con.execute("DELETE FROM configs WHERE id NOT IN (SELECT config FROM measurement_rows) "
+                             "AND id NOT IN (SELECT config FROM best_rows)")
 
     def __enter__(self):
         return self
