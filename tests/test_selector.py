@@ -628,8 +628,15 @@ def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, mod
                                   packages[d, kind].predict(x, num_threads=1))
             assert np.array_equal(model.booster(d, kind).predict(x, 7),
                                   packages[d, kind].predict(x, num_iteration=7, num_threads=1))
+            # the single-row fast path (a pick's predicted TFLOPS), row by row and in any
+            # order: it keeps its predictor between calls, and must not keep a row
+            for i in (len(x) - 1, 0, len(x) // 2):
+                assert model.booster(d, kind).predict_one(x[i]) == packages[d, kind].predict(
+                    x[i:i + 1], num_threads=1)[0]
     with pytest.raises(ValueError, match="features expected"):
         model.booster("fwd").predict(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="features expected"):
+        model.booster("fwd", "speed").predict_one(np.zeros(3))
 
 
 def test_a_run_selects_without_importing_the_lightgbm_package(tmp_path, model):

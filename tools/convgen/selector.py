@@ -722,7 +722,7 @@ class Model:
         best = next((i for i in self.order_rows(direction, x) if accept is None or accept(i)), None)
         if best is None:
             return None
-        return best, float(np.expm1(self.booster(direction, "speed").predict(x[best:best + 1])[0]))
+        return best, float(np.expm1(self.booster(direction, "speed").predict_one(x[best])))
 
     def order_rows(self, direction: str, x):
         """The candidates (row indices of x) in the order a pick asks for them, lazily: the
