@@ -359,6 +359,30 @@ def test_folding_the_log_is_refused_while_another_writer_has_it_open(tmp_path):
     assert not in_wal_mode(path)
 
 
+def test_a_change_a_stopped_writer_left_half_done_is_named_and_a_writer_rolls_it_back(tmp_path):
+    # killed in a transaction outside WAL mode (an upgrade runs before it), a writer leaves
+    # a hot journal that a read-only opener may not roll back: the error says who can
+    path = str(tmp_path / "t.sqlite")
+    with TuningDB(path) as db:
+        db.record(_key(), "kept", "ok", ms=1.0)
+    gone = subprocess.run([sys.executable, "-c", f"""
+import os, sqlite3
+con = sqlite3.connect({path!r}, isolation_level=None)
+con.execute("PRAGMA cache_size=1")   # the change spills into the file before its commit
+con.execute("BEGIN IMMEDIATE")
+for i in range(500):
+    con.execute("INSERT INTO configs (config) VALUES (?)", ("x" * 900 + str(i),))
+os._exit(0)"""], timeout=120)
+    assert gone.returncode == 0 and os.path.exists(path + "-journal")
+    with pytest.raises(ConvgenError, match="a writer stopped in the middle of a change left .*-journal"):
+        TuningDB(path, readonly=True)
+    with TuningDB(path) as db:   # rolled back: the committed row is there, the half change not
+        assert db.measured(_key()) == {"kept": ("ok", 1.0, None)}
+        assert db.rows("SELECT count(*) AS n FROM configs") == [{"n": 1}]
+    with TuningDB(path, readonly=True) as db:
+        assert db.counts() == {"best": 0, "ok": 1}
+
+
 def test_refuses_other_files_and_leaves_them_alone(tmp_path):
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(os.urandom(4096))

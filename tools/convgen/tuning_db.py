@@ -285,6 +285,11 @@ class TuningDB:
                 if not _busy(e) or time.monotonic() > deadline:
                     why = (f"stayed locked by another process for {OPEN_WAIT_S} s" if _busy(e)
                            else f"cannot be read: {e}")
+                    if readonly and os.path.exists(path + "-journal"):
+                        # a hot journal: only a writer may roll the stopped change back
+                        why += (f" (a writer stopped in the middle of a change left {path}-journal; "
+                                "open the database once to write, e.g. with convgen tune, and "
+                                "SQLite rolls that change back)")
                     raise ConvgenError(f"tuning database '{path}' {why}", field="tuning_db") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
