@@ -49,10 +49,6 @@ KEY_COLUMNS = ("arch", "device", "triton", "kernel", "direction", "dtype", "layo
 _INT_COLUMNS = set("n c k g h w y x stride_h stride_w dil_h dil_w".split())
 _KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in _INT_COLUMNS else 'TEXT'} NOT NULL" for c in KEY_COLUMNS)
 _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
-# what the views show, in the order of version 3's tables (whose files a reader reads as
-# they are, and whose rows `INSERT INTO measurements SELECT * FROM old.measurements` copies)
-MEASUREMENT_COLUMNS = (*KEY_COLUMNS, "config", "status", "ms", "tflops", "error", "measured_at")
-BEST_COLUMNS = (*KEY_COLUMNS, "config", "ms", "tflops", "checked", "measured_at", "searched")
 
 
 def _problem_id(row: str) -> str:
@@ -78,8 +74,10 @@ _ISO = "strftime('%Y-%m-%dT%H:%M:%S', {}, 'unixepoch')"   # ... and shown as UTC
 # columns and each config's text once, by number; the views `measurements` and `best` show
 # the rows with them spelled out, as version 3's tables did, and take INSERT, UPDATE and
 # DELETE through their triggers. Spelled out in every row, the key and config were three
-# quarters of the file (49.4 MB at 2568 problems, 12 MB this way), past what travels to
-# the GPU machine (docs/traps.md).
+# quarters of the file (49.4 MB at 2568 problems, 8.9 MB this way), past what travels to
+# the GPU machine (docs/traps.md). The views' columns keep the order of version 3's tables,
+# whose files a reader reads as they are and whose rows `INSERT INTO measurements SELECT *
+# FROM old.measurements` copies.
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS problems (
@@ -359,7 +357,7 @@ class TuningDB:
     def _upgrade_to_4(self) -> None:
         """Version 3 spelled out the key and the config in every row, as tables named as
         version 4's views are: a reader reads them as they are; the first writer moves the
-        rows into version 4's tables (the file keeps its size until VACUUMed)."""
+        rows into version 4's tables and VACUUMs the file."""
         key = ", ".join(KEY_COLUMNS)
         with self._transaction():
             if self._version() != "3":
