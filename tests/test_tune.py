@@ -335,14 +335,18 @@ def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines
 def test_neighbour_batches_add_half_and_twice_a_weak_batch_that_nothing_holds():
     from convgen import models
     stem = tuple(models.RESNET50[0])  # the set has it at batch 1, 32 and 256
-    have = models.listed_problems() | {(stem, 64, "bwd_data")}
+    have = models.listed_problems() | {(stem, 64, "bwd_data"), (stem, 128, "bwd_weight")}
     got = models.neighbour_batches_set([(stem, "fwd", 32), (stem, "fwd", 32), (stem, "bwd_data", 256),
-                                        (stem, "fwd", 1), (stem, "bwd_data", 32)], have)
-    # 32 -> 16 and 64; a repeat adds nothing; 256 -> 128 (512 is kept to 256, held);
+                                        (stem, "fwd", 1), (stem, "bwd_data", 32),
+                                        (stem, "bwd_weight", 64)], have)
+    # 32 -> 16 and 64; a repeat adds nothing; 256 -> 128 and 192 (512 is past the cap);
     # 1 -> 1 (held) and 2; bwd_data's 64 is held, its 16 is not (another direction's is no help)
     assert got == [("resnet50", stem, "fwd", 16), ("resnet50", stem, "fwd", 64),
-                   ("resnet50", stem, "bwd_data", 128), ("resnet50", stem, "fwd", 2),
-                   ("resnet50", stem, "bwd_data", 16)]
+                   ("resnet50", stem, "bwd_data", 128), ("resnet50", stem, "bwd_data", 192),
+                   ("resnet50", stem, "fwd", 2),
+                   ("resnet50", stem, "bwd_data", 16),
+                   # 64's half (32) and twice (128) both held: three quarters and one and a half
+                   ("resnet50", stem, "bwd_weight", 48), ("resnet50", stem, "bwd_weight", 96)]
 
 
 def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():

@@ -415,17 +415,26 @@ def neighbour_batches_set(weak, have: set[tuple]) -> list[tuple]:
     layers where the selector's held-out picks are lowest). A batch is halved as _fit_batch
     does and kept to 1..256; one that `have` ((layer, batch, direction), as
     listed_problems gives) or an earlier entry already holds is dropped. The set adds what
-    the selector lacks most: the same layer's cost at a nearby batch."""
+    the selector lacks most: the same layer's cost at a nearby batch. Where twice the
+    batch is past 256, three quarters of it stands in (256 -> 192): a weak pick at the
+    cap otherwise got one neighbour, below it, and the H100's weakest (bwd_weight 2x2
+    384->768 s2 at 256, stream-K best there and not at 128) needs one between. A weak
+    pick whose half and twice are both held already gets three quarters and one and a
+    half of its batch instead: the weakest picks stayed weak with both neighbours
+    measured, and a batch between them is the nearest cost not yet known."""
     net_of = {}
     for net, layers in NETWORKS.items():
         for layer in layers:
             net_of.setdefault(tuple(layer), net)
     seen = set(have)
     out = []
+    fit = lambda layer, b: _fit_batch(layer, min(max(b, 1), 256))   # noqa: E731
     for layer, direction, batch in weak:
         layer = tuple(layer)
-        for b in (batch // 2, batch * 2):
-            b = _fit_batch(layer, min(max(b, 1), 256))
+        near = [fit(layer, b) for b in (batch // 2, batch * 2 if batch * 2 <= 256 else batch * 3 // 4)]
+        if all((layer, b, direction) in have for b in near):
+            near = [fit(layer, b) for b in (batch * 3 // 4, batch * 3 // 2)]
+        for b in near:
             if (layer, b, direction) not in seen:
                 seen.add((layer, b, direction))
                 out.append((net_of[layer], layer, direction, b))
