@@ -234,15 +234,16 @@ for i in range(int(sys.argv[4])):
     db.record(_key(n=int(sys.argv[3])), f"cfg{i}", "ok", ms=float(i))
     print(i, flush=True)
 if sys.argv[5] == "gone":
-    os._exit(0)   # gone without its close, which folds the log back
-db.close()
-"""
+    os._exit(0)   # killed: gone without its close, which folds the log back
+if sys.argv[5] == "close":
+    db.close()
+"""   # "forgot": the program ends without the close
 
 
-def _writer(path, n, rows, close=True):
+def _writer(path, n, rows, close=True, ending=None):
     env = {**os.environ, "PYTHONPATH": ROOT}
     return subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(ROOT, "tools"), path,
-                             str(n), str(rows), "close" if close else "gone"],
+                             str(n), str(rows), ending or ("close" if close else "gone")],
                             stdout=subprocess.PIPE, text=True, env=env)
 
 
@@ -344,6 +345,18 @@ def test_a_stopped_writer_s_log_folds_back_into_the_file(tmp_path):
     assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["t.sqlite"]
     assert rows_in_a_copy_of_the_file_alone() == 30
     assert not in_wal_mode(str(path))   # a reader in a read-only checkout can open it
+
+
+def test_a_writer_its_program_forgot_to_close_still_leaves_a_plain_file(tmp_path):
+    # opened by hand on the shipped file and never closed, a writer left it in WAL mode
+    path = tmp_path / "t.sqlite"
+    forgot = _writer(str(path), 7, 30, ending="forgot")
+    forgot.communicate(timeout=120)
+    assert forgot.returncode == 0
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["t.sqlite"]
+    assert not in_wal_mode(str(path))
+    with TuningDB(str(path), readonly=True) as db:
+        assert len(db.measured(_key(n=7))) == 30
 
 
 def test_folding_the_log_is_refused_while_another_writer_has_it_open(tmp_path):

@@ -34,6 +34,7 @@ import json
 import os
 import sqlite3
 import time
+import weakref
 from contextlib import closing
 from dataclasses import dataclass
 
@@ -252,6 +253,19 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
 
 
+def _leave(con: sqlite3.Connection, readonly: bool) -> None:
+    """Close a connection; a writer's folds the write-ahead log back first. The last writer
+    out leaves a plain file, which a read-only checkout can open (a WAL file needs its -shm
+    beside it); while another writer is still open this fails, and that one does it."""
+    if not readonly:
+        try:
+            con.execute("PRAGMA busy_timeout=0")
+            con.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.Error:
+            pass
+    con.close()
+
+
 class TuningDB:
     """An open tuning database. `TuningDB(path)` creates the file when it does not exist;
     `readonly=True` never creates or changes anything (run-time selection)."""
@@ -276,6 +290,11 @@ class TuningDB:
             try:
                 self.con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
                 self._open(readonly)
+                # a writer that its program forgot to close, or an interrupt (SIGINT) cut
+                # short, still folds the log back as the program ends: such a writer, opened
+                # by hand on the shipped file, left it in WAL mode (thirtieth session, and
+                # test_the_shipped_database_is_one_plain_file failed on the GPU machine)
+                self._finalizer = weakref.finalize(self, _leave, self.con, readonly)
                 break
             except sqlite3.OperationalError as e:
                 if self.con is not None:
@@ -423,17 +442,13 @@ class TuningDB:
         return _Tx()
 
     def close(self) -> None:
-        if not self.readonly:
-            # the last writer out folds the write-ahead log back and leaves a plain file, which
-            # a read-only checkout can open (a WAL file needs its -shm beside it); while another
-            # writer is still open this fails, and that one does it
+        if not self.readonly and self._finalizer.alive:
             try:
                 self.con.execute("PRAGMA busy_timeout=0")
                 self._prune()
-                self.con.execute("PRAGMA journal_mode=DELETE")
             except sqlite3.OperationalError:
                 pass
-        self.con.close()
+        self._finalizer()
 
     def _prune(self) -> None:
         """Forget the problems and configs no row uses any more (left by a DELETE, a
