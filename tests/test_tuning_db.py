@@ -240,10 +240,11 @@ if sys.argv[5] == "close":
 """   # "forgot": the program ends without the close
 
 
-def _writer(path, n, rows, close=True, ending=None):
+def _writer(path, n, rows, ending="close"):
+    """A process writing `rows` rows, then: "close", "gone" (killed) or "forgot" (no close)."""
     env = {**os.environ, "PYTHONPATH": ROOT}
     return subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(ROOT, "tools"), path,
-                             str(n), str(rows), ending or ("close" if close else "gone")],
+                             str(n), str(rows), ending],
                             stdout=subprocess.PIPE, text=True, env=env)
 
 
@@ -327,7 +328,7 @@ def test_a_stopped_writer_s_log_folds_back_into_the_file(tmp_path):
     until fold_log folds the log back."""
     path = tmp_path / "t.sqlite"
     TuningDB(str(path)).close()
-    gone = _writer(str(path), 7, 30, close=False)
+    gone = _writer(str(path), 7, 30, ending="gone")
     gone.communicate(timeout=120)
     assert gone.returncode == 0 and (tmp_path / "t.sqlite-wal").exists()
 

@@ -290,10 +290,9 @@ class TuningDB:
             try:
                 self.con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
                 self._open(readonly)
-                # a writer that its program forgot to close, or an interrupt (SIGINT) cut
-                # short, still folds the log back as the program ends: such a writer, opened
-                # by hand on the shipped file, left it in WAL mode (thirtieth session, and
-                # test_the_shipped_database_is_one_plain_file failed on the GPU machine)
+                # a writer its program forgot to close, or that an interrupt (SIGINT) cut
+                # short, still folds the log back as the program ends: one opened by hand
+                # left the shipped file in WAL mode (docs/traps.md)
                 self._finalizer = weakref.finalize(self, _leave, self.con, readonly)
                 break
             except sqlite3.OperationalError as e:
