@@ -1067,6 +1067,38 @@ def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
     assert selector.short_chains(fwd, few) == list(range(len(few)))
 
 
+@pytest.mark.parametrize("direction, c, k, g, hw, f, stride", [
+    ("bwd_weight", 144, 144, 144, 56, 3, 1),     # depthwise: the pointer kernels' splits
+    ("bwd_weight", 256, 256, 1, 14, 3, 1),       # descriptor kernels, stream-K
+    ("bwd_weight", 3, 64, 1, 224, 7, 2),         # a stem: s2d folds
+    ("fwd", 3, 64, 1, 224, 7, 2),
+])
+def test_configs_equal_in_chain_fields_sum_equal_chains(direction, c, k, g, hw, f, stride):
+    """short_chains works each chain out once per kconfig.chain_fields: were longest_chain
+    to read another field, it would keep or drop a config for another's chain. Each
+    config's chain fields put into every other config leave its chain as it was."""
+    import dataclasses
+    from convgen.dtypes import elem_type
+    from convgen.problem import make_problem
+    grouped = g > 1
+    p = make_problem(direction=direction, dtype=elem_type("f16"), g=g, n=32, c_total=c, k_total=k,
+                     hi=hw, wi=hw, y=f, x=f, stride=(stride, stride), pad=(f // 2,) * 4,
+                     layouts={"input": "nhwgc" if grouped else "nhwc",
+                              "filter": "gkyxc" if grouped else "kyxc",
+                              "output": "nhwgk" if grouped else "nhwk"})
+    space = list(kconfig.space(p, SM90))
+    keys = {kconfig.chain_fields(cfg) for cfg in space}
+    assert len(keys) > 1
+    for a in space:
+        for b in space[::7]:
+            mixed = dataclasses.replace(b, s2d=a.s2d, tma=a.tma, streamk=a.streamk,
+                                        block_k=a.block_k, split=a.split)
+            assert kconfig.chain_fields(mixed) == kconfig.chain_fields(a)
+            assert kconfig.longest_chain(p, mixed) == kconfig.longest_chain(p, a), (a, b)
+    one_by_one = [i for i, cfg in enumerate(space) if selector.short_chain(p, cfg)]
+    assert selector.short_chains(p, space) == (one_by_one or list(range(len(space))))
+
+
 SMALL = ["-batchsize=1", "-in_channels=4", "-out_channels=4", "-in_h=3", "-in_w=3",
          "-fil_h=1", "-fil_w=1"]
 

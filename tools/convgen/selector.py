@@ -871,8 +871,18 @@ def short_chain(problem, cfg) -> bool:
 
 
 def short_chains(problem, configs) -> list[int]:
-    """The configs (indices) of short chains (short_chain), or all of them where none is."""
-    keep = [i for i, c in enumerate(configs) if short_chain(problem, c)]
+    """The configs (indices) of short chains (short_chain), or all of them where none is.
+    Each chain is worked out once per kconfig.chain_fields: the cross-validation times this
+    as part of a selection."""
+    from convgen.kernels import config as kconfig
+    short: dict = {}
+    keep = []
+    for i, cfg in enumerate(configs):
+        key = kconfig.chain_fields(cfg)
+        if key not in short:
+            short[key] = kconfig.longest_chain(problem, cfg) <= kconfig.MAX_CHAIN
+        if short[key]:
+            keep.append(i)
     return keep or list(range(len(configs)))
 
 

@@ -539,7 +539,7 @@ def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
     """Products one program of `cfg` sums in a row in its fp32 accumulator: the GEMM
     reduction of the problem the kernel runs (the folded one for s2d), or for bwd_weight
     one part of it, as the kernels cut it (the descriptor kernels in whole boxes of
-    block_k output pixels)."""
+    block_k output pixels). It reads cfg's chain_fields alone."""
     if cfg.s2d:
         from convgen.kernels import s2d
         problem = s2d.inner_problem(problem, cfg.s2d)
@@ -556,6 +556,12 @@ def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
         return min(r, per * cfg.block_k)
     from convgen.kernels import conv_bwd_weight
     return conv_bwd_weight.parts(problem, cfg)[1]
+
+
+def chain_fields(cfg: KernelConfig) -> tuple:
+    """The fields of cfg that longest_chain reads: configs equal in them sum chains as long
+    (a space's ~50 configs have a few such keys; the selector asks for every candidate)."""
+    return cfg.s2d, cfg.tma, cfg.streamk, cfg.block_k, cfg.split
 
 
 def _split(problem: ConvProblem, bm: int, bn: int) -> int:
