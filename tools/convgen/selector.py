@@ -880,7 +880,7 @@ def short_chains(problem, configs) -> list[int]:
     for i, cfg in enumerate(configs):
         key = kconfig.chain_fields(cfg)
         if key not in short:
-            short[key] = kconfig.longest_chain(problem, cfg) <= kconfig.MAX_CHAIN
+            short[key] = short_chain(problem, cfg)
         if short[key]:
             keep.append(i)
     return keep or list(range(len(configs)))
