@@ -3,8 +3,11 @@ the flow is the same as on a GPU): every config measured or recorded as invalid,
 fastest checked with the reference before it becomes the best, a second run resuming,
 a run without -perf_config taking the best, and bad command lines refused."""
 import pathlib
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -456,3 +459,34 @@ def test_a_tune_line_parses_back_to_its_layer(direction):
     assert (p.c * p.g, p.k * p.g, p.hi, p.wi, p.y, p.stride_h, p.pad_h_l, p.g, p.dil_h) == (
         c, k, hw, hw, f, s, pad, g, models.dilation(layer))
     assert p.layouts["input"] == "nhwgc"   # channels innermost (the group dimension added)
+
+
+def test_an_interrupt_while_compiling_drops_the_queue_and_the_reproducers(capsys):
+    """Ctrl-C reaches ptxas too, and Triton prints each killed compile's PTX: the run stops
+    without compiling the rest of the queue and without those pages."""
+    started = []
+
+    def compile_one(i):
+        started.append(i)
+        if i == 0:   # the terminal's SIGINT, while this config's ptxas runs
+            time.sleep(0.1)   # the workers started, the run waiting for the first result
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            time.sleep(0.2)
+            print("ptxas failed with error code -2 ... please share the reproducer above")
+            return "PTXASError"
+        time.sleep(0.05)
+        return None
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tune.compile_all(compile_one, list(range(60)), 2)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert "reproducer" not in capsys.readouterr().out
+    assert len(started) < 20, f"{len(started)} of 60 compiled after the interrupt"
+
+
+def test_compile_all_keeps_the_order_of_its_configs():
+    assert tune.compile_all(lambda i: f"why {i}" if i % 3 else None, list(range(10)), 4) == [
+        None if i % 3 == 0 else f"why {i}" for i in range(10)]

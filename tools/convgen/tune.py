@@ -15,7 +15,9 @@ use it, but the times mean nothing, so nothing is marked best unless asked (`all
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -140,8 +142,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
         else:
             ready.append(cfg)
     # compiling is CPU work (Triton's passes, ptxas): all cores at once, then time one by one
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        failures = list(pool.map(compile_only, ready))
+    failures = compile_all(compile_only, ready, jobs)
     timed = 0
     bar = tqdm(total=len(ready), desc=_short(p), unit="cfg", disable=not progress, leave=False)
     for cfg, failed in zip(ready, failures):
@@ -173,6 +174,23 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
                      None if searched == SEARCHED_ALL else {c.describe() for c in space})
     result.seconds = time.perf_counter() - t_start
     return result
+
+
+def compile_all(compile_one, configs: list, jobs: int) -> list:
+    """[compile_one(cfg) for cfg in configs], `jobs` at a time. On an interrupt the configs
+    not started are dropped rather than compiled before the run can stop, and what the
+    running ones print is dropped too: a terminal's Ctrl-C (and `timeout -s INT`) reaches
+    their ptxas as well, and Triton prints a killed ptxas's whole PTX as a reproducer
+    (1,200 lines a config on sm90) before `convgen: interrupted`."""
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        return list(pool.map(compile_one, configs))
+    except KeyboardInterrupt:
+        with contextlib.redirect_stdout(io.StringIO()):
+            pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def _time(run, be) -> tuple[float, str | None]:
