@@ -54,7 +54,7 @@ def _stages(problems, be, path) -> dict:
     import numpy as np
     from convgen.kernels import config as kconfig
     model = selector.load(path)
-    dev = selector.Device(be.arch, be.device_name())
+    dev = selector.device_of(be)
     spent = dict.fromkeys(("space", "features", "pick"), 0.0)
     for p in problems:
         t0 = time.perf_counter()

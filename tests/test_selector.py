@@ -63,6 +63,7 @@ def model(problems):
 def on_h100(monkeypatch):
     """Backend questions a CPU machine cannot answer as an H100 would."""
     monkeypatch.setattr(Backend, "device_name", lambda self: H100["device"])
+    monkeypatch.setattr(Backend, "units", lambda self: 132)
 
 
 def test_dataset_holds_every_recorded_problem_with_its_measurements(problems):
@@ -254,6 +255,30 @@ def test_fill_features_measure_the_partial_tiles():
     assert f["fill_m"] == pytest.approx(49 / 64) and f["tiles_m"] == 1
     assert f["fill_n"] == pytest.approx(96 / 128) and f["tiles_n"] == 2
     assert f["programs"] == 2 and f["wave_fill"] == pytest.approx(2 / 132)
+
+
+def test_a_gpu_the_table_lacks_is_counted_where_it_runs(monkeypatch):
+    """backend.DEVICE_UNITS names a few GPUs; another one's features count its own SMs
+    (Backend.units) where it runs, and match a listed GPU of as many SMs. Offline, with
+    neither, they count none."""
+    from convgen import dtypes
+    from convgen.problem import make_problem
+    p = make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=7, g=1, c_total=96,
+                     k_total=40, hi=13, wi=13, y=3, x=3, pad=(1, 1, 1, 1),
+                     layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
+    space = kconfig.space(p, SM90)
+    listed = selector.feature_rows(p, space, selector.Device("sm90", H100["device"]))
+    be = selector.offline_backend("sm90", "NVIDIA H100 SXM5 94GB")
+    assert be.units() == 0   # not at hand: torch is not asked
+    offline = selector.feature_rows(p, space, selector.device_of(be))
+    assert set(offline[:, selector.FEATURE_NAMES.index("units")]) == {0}
+    assert not (offline == listed).all()
+    monkeypatch.setattr(type(be), "units", lambda self: 132)   # as the GPU counts its SMs
+    dev = selector.device_of(be)
+    assert dev == selector.Device("sm90", "NVIDIA H100 SXM5 94GB", 132) and dev.units == 132
+    assert (selector.feature_rows(p, space, dev) == listed).all()
+    # the table wins over a count where both are known (the name is the database's key)
+    assert selector.Device("sm90", H100["device"], 114).units == 132
 
 
 @pytest.mark.parametrize("tile,arch,want", [
@@ -649,7 +674,7 @@ def test_a_run_selects_without_importing_the_lightgbm_package(tmp_path, model):
             "p = make_problem(direction='fwd', dtype=dtypes.elem_type('f16'), n=8, g=1, c_total=64, "
             "k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1), "
             "layouts={'input': 'nhwc', 'filter': 'kyxc', 'output': 'nhwk'}); "
-            "Backend.device_name = lambda self: 'NVIDIA H100 80GB HBM3'; "
+            "Backend.device_name = lambda self: 'NVIDIA H100 80GB HBM3'; Backend.units = lambda self: 132; "
             "t = time.perf_counter(); m = selector.load(sys.argv[1]); load = time.perf_counter() - t; "
             "cfg, tflops, _ = selector.choose(p, Backend('cuda', 'sm90', 32), sys.argv[1]); "
             "print(cfg is not None, tflops > 0, 'lightgbm' in sys.modules, 'scipy' in sys.modules, load)")

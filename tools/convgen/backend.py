@@ -24,6 +24,18 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 AMD_COMPILE_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 MAX_THREADS_PER_PROGRAM = 1024   # NVIDIA and AMD alike
 
+# SMs (CUs on AMD) by the name torch gives a GPU, the name the tuning database keys on:
+# the selector's features count waves of them for GPUs that are not at hand (a model
+# trained and judged on the CPU); Backend.units asks the device itself.
+DEVICE_UNITS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H100 PCIe": 114, "NVIDIA H100 NVL": 132,
+                "NVIDIA H200": 132, "NVIDIA A100-SXM4-80GB": 108, "NVIDIA A100-SXM4-40GB": 108,
+                "AMD Instinct MI250X": 110, "AMD Instinct MI210": 104, "AMD Instinct MI300X": 304,
+                "interpreter": 1}
+# What one SM (CU) holds at once of the programs that run on it, by arch: shared memory
+# (bytes), warps, 32-bit registers (CUDA's per-SM limits; the AMD archs are not here yet,
+# and the selector's occupancy feature is 0 for them).
+UNIT_LIMITS = {"sm90": (233472, 64, 65536), "sm80": (167936, 64, 65536)}
+
 
 @dataclass(frozen=True)
 class Backend:
@@ -117,6 +129,13 @@ class Backend:
         import torch
         return _gpu_name(torch.cuda.current_device())
 
+    def units(self) -> int:
+        """SMs (CUs on ROCm) of the device, as it counts them; 0 for the interpreter."""
+        if self.interpreter:
+            return 0
+        import torch
+        return gpu_units(torch.cuda.current_device())
+
     @property
     def max_warps(self) -> int:
         """The most warps (wavefronts) one program may have."""
@@ -205,6 +224,13 @@ def _gpu_name(index: int) -> str:
     and torch's call goes through its device properties."""
     import torch
     return torch.cuda.get_device_name(index)
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_units(index: int) -> int:
+    """SMs (CUs) of GPU `index`, asked of torch once."""
+    import torch
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def host_memory_bytes() -> int:

@@ -39,6 +39,7 @@ import time
 from collections import defaultdict
 
 from convgen import REPO_ROOT
+from convgen.backend import DEVICE_UNITS, UNIT_LIMITS
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
 
@@ -83,18 +84,6 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 PREFILTER_TREES = 30
 PREFILTER_KEEP = 16
 WARM_TREES = 40   # added on top of a warm start's trees
-
-# The device fact the features use, by the name the tuning database keys on: the units
-# that run programs (SMs, CUs).
-DEVICE_UNITS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H100 PCIe": 114, "NVIDIA H100 NVL": 132,
-                "NVIDIA H200": 132, "NVIDIA A100-SXM4-80GB": 108, "NVIDIA A100-SXM4-40GB": 108,
-                "AMD Instinct MI250X": 110, "AMD Instinct MI210": 104, "AMD Instinct MI300X": 304,
-                "interpreter": 1}
-# What one unit holds at once of the programs that run on it, by arch: shared memory
-# (bytes), warps, 32-bit registers (CUDA's per-SM limits; the AMD archs are not here yet,
-# their occupancy feature is 0).
-UNIT_LIMITS = {"sm90": (233472, 64, 65536), "sm80": (167936, 64, 65536)}
-
 
 # ---- features -------------------------------------------------------------------------------
 
@@ -168,10 +157,10 @@ FEATURES = (
     ("occupancy", "programs one unit holds at once: the fewest that its shared memory (smem_kb "
                   "and 1 KiB a program), its warps and its registers allow, a thread's registers "
                   "estimated as its share of the fp32 tile, block_m x block_n / (32 x "
-                  "num_warps), and 32 more, in steps of 8, at most 255; at least 1 (UNIT_LIMITS; "
+                  "num_warps), and 32 more, in steps of 8, at most 255; at least 1 (backend.UNIT_LIMITS; "
                   "0 where the arch's are unknown)"),
     # the device
-    ("units", "SMs or CUs (DEVICE_UNITS; 0 when unknown)"),
+    ("units", "SMs or CUs (backend.DEVICE_UNITS by the GPU's name, else the count the GPU gives where it runs; 0 when neither knows)"),
     ("arch_number", "the arch's digits (sm90 -> 90; gfx942 -> 942)"),
 )
 FEATURE_NAMES = tuple(name for name, _ in FEATURES)
@@ -181,16 +170,27 @@ DIRECTIONS = tuple(_DIRECTION_CODE)   # a model per direction
 
 @dataclasses.dataclass(frozen=True)
 class Device:
+    """The GPU a selection is for: its arch, its name, and its own count of SMs (CUs) where
+    it is at hand (device_of), 0 where it is not."""
     arch: str
     name: str
+    counted_units: int = 0
 
     @property
     def units(self) -> int:
-        return DEVICE_UNITS.get(self.name, 0)
+        """The count backend.DEVICE_UNITS gives its name, else its own: a GPU the table
+        lacks is still counted where it runs (without it every wave feature would count
+        waves of one SM); 0 where neither knows."""
+        return DEVICE_UNITS.get(self.name) or self.counted_units
 
     @functools.cached_property
     def arch_number(self) -> int:
         return int("".join(ch for ch in self.arch if ch.isdigit()) or 0)
+
+
+def device_of(backend) -> Device:
+    """The Device of a backend a run selects for."""
+    return Device(backend.arch, backend.device_name(), backend.units())
 
 
 def problem_features(p) -> list[float]:
@@ -462,6 +462,9 @@ def offline_backend(arch: str, device: str):
     class Named(type(_backend_for(arch))):
         def device_name(self) -> str:
             return device
+
+        def units(self) -> int:   # not at hand: DEVICE_UNITS's count or none
+            return 0
     return Named(*astuple(_backend_for(arch)))
 
 
@@ -782,7 +785,7 @@ def choose(problem, backend, given: str | None = ""):
                       "problems (it beat the model in cross-validation)"), None
     import numpy as np
     space = kconfig.space(problem, backend)
-    x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
+    x = np.asarray(feature_rows(problem, space, device_of(backend)),
                    dtype=np.float64)
     picked = pick_runnable(model, problem, backend, space, x)
     if picked is None:
@@ -829,7 +832,7 @@ def ranked(problem, backend, given: str | None = "") -> tuple[list, str]:
         return [], "no config of the tuning space runs here"
     allowed = {i for i in valid if short_chain(problem, space[i])} or valid
     import numpy as np
-    x = np.asarray(feature_rows(problem, space, Device(backend.arch, backend.device_name())),
+    x = np.asarray(feature_rows(problem, space, device_of(backend)),
                    dtype=np.float64)
     order = [space[i] for i in model.order_rows(problem.direction.name, x) if i in allowed]
     if model.rule_kept_for(problem):

@@ -15,6 +15,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from convgen import backend as backends
 from convgen.backend import Backend
 from convgen.kernels.config import KernelConfig
 from convgen.problem import LOGICAL, ConvProblem
@@ -60,20 +61,14 @@ def one_group(t, letters: str, dims: str):
 
 # programs of a persistent launch where the device cannot say: the interpreter (a few, so
 # each program loops over several tiles) and cross-compiles on meta tensors (an H100's SMs)
-_UNITS_ELSEWHERE = {"cpu": 3, "meta": 132}
-
-
-@functools.cache
-def _cuda_units(index: int) -> int:
-    import torch
-    return torch.cuda.get_device_properties(index).multi_processor_count
+_UNITS_ELSEWHERE = {"cpu": 3, "meta": backends.DEVICE_UNITS["NVIDIA H100 80GB HBM3"]}
 
 
 def units(device) -> int:
     """SMs (CUs on ROCm) of a tensor's device: a persistent launch runs one program on each."""
     if device.type == "cuda":
-        return _cuda_units(device.index if device.index is not None else 0)
-    return _UNITS_ELSEWHERE.get(device.type, 132)
+        return backends.gpu_units(device.index if device.index is not None else 0)
+    return _UNITS_ELSEWHERE.get(device.type, backends.DEVICE_UNITS["NVIDIA H100 80GB HBM3"])
 
 
 def geometry(p: ConvProblem, *names: str) -> dict:
