@@ -160,7 +160,8 @@ FEATURES = (
                   "num_warps), and 32 more, in steps of 8, at most 255; at least 1 (backend.UNIT_LIMITS; "
                   "0 where the arch's are unknown)"),
     # the device
-    ("units", "SMs or CUs (backend.DEVICE_UNITS by the GPU's name, else the count the GPU gives where it runs; 0 when neither knows)"),
+    ("units", "SMs or CUs (backend.DEVICE_UNITS by the GPU's name, else the count the GPU "
+              "gives where it runs; 0 when neither knows)"),
     ("arch_number", "the arch's digits (sm90 -> 90; gfx942 -> 942)"),
 )
 FEATURE_NAMES = tuple(name for name, _ in FEATURES)
