@@ -68,7 +68,7 @@ def units(device) -> int:
     """SMs (CUs on ROCm) of a tensor's device: a persistent launch runs one program on each."""
     if device.type == "cuda":
         return backends.gpu_units(device.index if device.index is not None else 0)
-    return _UNITS_ELSEWHERE.get(device.type, backends.DEVICE_UNITS["NVIDIA H100 80GB HBM3"])
+    return _UNITS_ELSEWHERE.get(device.type, _UNITS_ELSEWHERE["meta"])
 
 
 def geometry(p: ConvProblem, *names: str) -> dict:
