@@ -1220,7 +1220,63 @@ def test_the_top_comparison_judges_the_few_against_the_whole_search(tmp_path, db
         compare.compare(top_path, db, other_path)
 
 
+def _pick_rule_tries():
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "pick_rule_tries.py")
+    spec = importlib.util.spec_from_file_location("pick_rule_tries", path)
+    tries = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tries)
+    return tries, path
+
+
+def test_the_pick_rules_read_the_neighbours_and_the_order_as_documented():
+    """benchmarks/pick_rule_tries.py: which batch is nearest (in ratio, the larger on a
+    tie; below and above), and what each kind of rule takes from a made-up order."""
+    tries, _ = _pick_rule_tries()
+    assert tries.nearest([4, 16, 256], 8, False) == [16]      # 4 and 16 tie at 2x: the larger
+    assert tries.nearest([2, 24, 256], 8, False) == [24]      # 3x beats 4x
+    assert tries.nearest([4, 16, 256], 8, True) == [4, 16]
+    assert tries.nearest([16, 256], 8, True) == [16] and tries.nearest([], 8, True) == []
+    rules = tries.rules()
+    order = ["a", "b", "c", "d", "e"]
+    # batch 16 is nearest to 8; its best is "c", third in the order
+    nb = {16: {"a": 0.7, "b": 0.8, "c": 1.0}, 1: {"a": 1.0, "b": 0.5, "c": 0.5}}
+    assert rules["nearest batch's best if in first 2"](order, nb, 8, [3, 2, 1], [1, 1, 1]) == 0
+    assert rules["nearest batch's best if in first 3"](order, nb, 8, [3, 2, 1], [1, 1, 1]) == 2
+    assert rules["nearest batch's best if in first 2"](order, {}, 8, [3, 2], [1, 1]) == 0
+    # either side of 8 are 1 and 16: "b" scores (0.5 + 0.8) / 2 against "a"'s (1.0 + 0.7) / 2
+    assert rules["batches either side vote, first 2, margin 0.0"](order, nb, 8, [3, 2], [1, 1]) == 0
+    nb = {16: {"a": 0.5, "b": 1.0}, 4: {"a": 0.6, "b": 0.9}}   # "b" 0.95 against 0.55
+    assert rules["batches either side vote, first 2, margin 0.2"](order, nb, 8, [3, 2], [1, 1]) == 1
+    close = {16: {"a": 0.6, "b": 0.65}, 4: {"a": 0.6, "b": 0.65}}
+    assert rules["batches either side vote, first 2, margin 0.0"](order, close, 8, [3, 2], [1, 1]) == 1
+    assert rules["batches either side vote, first 2, margin 0.1"](order, close, 8, [3, 2], [1, 1]) == 0
+    # near ties: the second where its score is close and the speed model has it faster
+    tie = rules["second on a rank gap < 0.1, predicted 5% faster"]
+    assert tie(order, {}, 8, [1.0, 0.95], [100.0, 106.0]) == 1
+    assert tie(order, {}, 8, [1.0, 0.95], [100.0, 104.0]) == 0   # not 5% faster
+    assert tie(order, {}, 8, [1.0, 0.85], [100.0, 200.0]) == 0   # not a near tie
+    assert rules["the model's first (shipped)"](order, nb, 8, [1, 2], [1, 2]) == 0
+
+
+def test_the_pick_rule_tries_run_on_recorded_measurements(db):
+    """One assignment of the fixture's problems: every rule prints its averages; a GPU the
+    database lacks is one error line."""
+    _, path = _pick_rule_tries()
+    p = subprocess.run([sys.executable, path, "--db", db, "--shuffles", "0"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ": 1 assignments" in ln]
+    assert len(lines) == 14 and lines[0].startswith("the model's first (shipped): 1 assignments {")
+    assert all("'overall': [" in ln for ln in lines), p.stdout
+    p = subprocess.run([sys.executable, path, "--db", db, "--device", "NVIDIA H999"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2 and p.stderr.startswith("pick_rule_tries: error: --device: no problem of")
+    assert p.stderr.count("\n") == 1, p.stderr
+
+
 @pytest.mark.parametrize("script,args", [
+    ("pick_rule_tries", []),
     ("rank_params_sweep", ["{}"]),
     ("prefilter_keep_sweep", []),
 ])
@@ -1284,6 +1340,7 @@ def test_the_ranking_sweep_runs_with_query_weights(tmp_path):
 
 
 @pytest.mark.parametrize("script,args", [
+    ("pick_rule_tries", []),
     ("rank_params_sweep", ["{}"]),
     ("prefilter_keep_sweep", ["--keep", "16"]),
 ])
