@@ -38,8 +38,8 @@ FIRST = 8   # how far down the model's order any rule looks
 
 
 def layer_of(p: S.Problem) -> tuple:
-    """A problem's GPU, direction, type, layouts and shape less its batch."""
-    return (p.device.name,) + p.key[:3] + p.key[4:]
+    """A problem's GPU, direction, type and layouts, and its layer (the shape less its batch)."""
+    return (p.device.name,) + p.key[:3] + p.layer
 
 
 def nearest(batches, n: int, sides: bool) -> list[int]:
@@ -89,7 +89,6 @@ def main() -> int:
     ap.add_argument("--shuffles", type=int, default=0, help="seeded assignments after the canonical one")
     ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
     args = ap.parse_args()
-    import numpy as np
     probs = S.load_dataset(args.db, "sm90")
     judged = [p for p in probs if p.device.name == args.device]
     if not judged:
@@ -107,19 +106,19 @@ def main() -> int:
             model = S.Model.of(S.train(train), {"arch": "sm90"})
             measured = {}   # layer -> {batch: {config: efficiency}}, of the training folds alone
             for p in train:
-                measured.setdefault(layer_of(p), {})[p.key[3]] = {
+                measured.setdefault(layer_of(p), {})[p.problem.n] = {
                     c.describe(): t / p.best for c, t in zip(p.configs, p.tflops)}
             for p in (p for p in judged if fold_of_shape[key(p)] == f):
                 direction = p.problem.direction.name
-                allowed, x = p.candidate_rows
-                x = np.asarray(x, dtype=np.float64)
+                allowed, x = p.candidate_rows   # a float64 array (selector.feature_rows)
                 rows = list(itertools.islice(model.order_rows(direction, x), FIRST))
                 order = [p.configs[allowed[i]].describe() for i in rows]
                 rank = model.booster(direction).predict(x[rows])
-                speed = np.expm1(model.booster(direction, "speed").predict(x[rows]))
-                nb = {m: v for m, v in measured.get(layer_of(p), {}).items() if m != p.key[3]}
+                speed = [math.expm1(v) for v in model.booster(direction, "speed").predict(x[rows])]
+                n = p.problem.n
+                nb = {m: v for m, v in measured.get(layer_of(p), {}).items() if m != n}
                 for name, pick in picks.items():
-                    i = allowed[rows[pick(order, nb, p.key[3], rank, speed)]]
+                    i = allowed[rows[pick(order, nb, n, rank, speed)]]
                     effs[name].append((direction, p.tflops[i] / p.best))
         for name in picks:
             runs[name].append(S.direction_summaries(effs[name]))

@@ -1179,14 +1179,20 @@ def test_the_selection_bench_times_a_device_it_is_not_on(tmp_path):
     assert p.returncode != 0 and "--arch and --device go together" in p.stderr
 
 
+def _benchmark(name: str):
+    """(the module, its path) of benchmarks/<name>.py, which is not a package."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path
+
+
 def test_the_top_comparison_judges_the_few_against_the_whole_search(tmp_path, db, problems, model):
     """benchmarks/tune_top_compare.py: the model's first K, as a --top run would have
     measured them (the fixture's times), against the whole search of the same problems."""
-    import importlib.util
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "tune_top_compare.py")
-    spec = importlib.util.spec_from_file_location("tune_top_compare", path)
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
+    compare, _ = _benchmark("tune_top_compare")
     # a model of a few trees, whose first is not always the fastest
     model_path = str(tmp_path / "few-trees.json")
     selector.Model.of(selector.train(problems, 3), {"arch": "sm90"}).save(model_path)
@@ -1220,19 +1226,10 @@ def test_the_top_comparison_judges_the_few_against_the_whole_search(tmp_path, db
         compare.compare(top_path, db, other_path)
 
 
-def _pick_rule_tries():
-    import importlib.util
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "pick_rule_tries.py")
-    spec = importlib.util.spec_from_file_location("pick_rule_tries", path)
-    tries = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tries)
-    return tries, path
-
-
 def test_the_pick_rules_read_the_neighbours_and_the_order_as_documented():
     """benchmarks/pick_rule_tries.py: which batch is nearest (in ratio, the larger on a
     tie; below and above), and what each kind of rule takes from a made-up order."""
-    tries, _ = _pick_rule_tries()
+    tries, _ = _benchmark("pick_rule_tries")
     assert tries.nearest([4, 16, 256], 8, False) == [16]      # 4 and 16 tie at 2x: the larger
     assert tries.nearest([2, 24, 256], 8, False) == [24]      # 3x beats 4x
     assert tries.nearest([4, 16, 256], 8, True) == [4, 16]
@@ -1262,7 +1259,7 @@ def test_the_pick_rules_read_the_neighbours_and_the_order_as_documented():
 def test_the_pick_rule_tries_run_on_recorded_measurements(db):
     """One assignment of the fixture's problems: every rule prints its averages; a GPU the
     database lacks is one error line."""
-    _, path = _pick_rule_tries()
+    _, path = _benchmark("pick_rule_tries")
     p = subprocess.run([sys.executable, path, "--db", db, "--shuffles", "0"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
