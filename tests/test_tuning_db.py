@@ -14,7 +14,8 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_db import Best, TuningDB, fold_log, in_wal_mode, problem_from_key, problem_key
+from convgen.tuning_db import (SHAPE_COLUMNS, Best, TuningDB, fold_log, in_wal_mode, problem_from_key,
+                               problem_key)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,6 +88,25 @@ def _version(path) -> str:
         return con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0]
     finally:
         con.close()
+
+
+def test_devices_searched_names_each_gpu_that_finished_a_problem_under_any_kernel(tmp_path):
+    path = str(tmp_path / "t.sqlite")
+    h100 = _key(n=7)
+    h200 = {**h100, "device": "NVIDIA H200"}
+    old_kernel = {**_key(n=13), "kernel": "aaaaaaaaaaaa"}
+    stopped = _key(n=5)   # timed in part, no best: a search that did not finish
+    with TuningDB(path) as db:
+        for key in (h100, h200, old_kernel, stopped):
+            db.record(key, "block_m=64", "ok", ms=1.0, tflops=9.0)
+        for key in (h100, h200, old_kernel):
+            db.set_best(key, "block_m=64", 1.0, 9.0, "cpu [1 1 1]")
+    shape = lambda key: tuple(key[c] for c in SHAPE_COLUMNS)  # noqa: E731
+    with TuningDB(path, readonly=True) as db:
+        got = db.devices_searched()
+    assert got == {shape(h100): {"NVIDIA H100 80GB HBM3", "NVIDIA H200"},
+                   shape(old_kernel): {"NVIDIA H100 80GB HBM3"}}
+    assert shape(h100) != shape(old_kernel) and shape(stopped) not in got
 
 
 def test_a_version_2_file_reads_as_whole_searches_and_its_first_writer_upgrades_it(tmp_path):

@@ -47,6 +47,8 @@ SCHEMA_VERSION = 4   # 4: problems and configs stored once, by number; 3: best.s
 SEARCHED_ALL = "space"   # best.searched of a search over every config of the tuning space
 KEY_COLUMNS = ("arch", "device", "triton", "kernel", "direction", "dtype", "layouts", "n", "c", "k", "g",
                "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
+# a key less where and with what it ran: the problem itself
+SHAPE_COLUMNS = KEY_COLUMNS[4:]
 _INT_COLUMNS = set("n c k g h w y x stride_h stride_w dil_h dil_w".split())
 _KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in _INT_COLUMNS else 'TEXT'} NOT NULL" for c in KEY_COLUMNS)
 _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
@@ -500,6 +502,20 @@ class TuningDB:
                 "AND measured_at < :when AND (:under IS NULL OR ms < :under)",
                 {**key, "when": when, "under": under_ms})) as cur:
             return [c for (c,) in cur]
+
+    def devices_searched(self) -> dict[tuple, set[str]]:
+        """{problem: the devices holding a best config for it}, a problem being its key less
+        the arch, device, Triton and kernel (SHAPE_COLUMNS): which GPUs finished a search
+        of it, under any kernel version (a stopped one leaves rows and no best;
+        docs/tuning-lists.md)."""
+        cols = ", ".join(f"p.{c}" for c in SHAPE_COLUMNS)
+        out: dict[tuple, set[str]] = {}
+        with closing(self.con.execute(
+                f"SELECT DISTINCT p.device, {cols} FROM problems p "
+                "WHERE EXISTS (SELECT 1 FROM best_rows b WHERE b.problem = p.id)")) as cur:
+            for device, *shape in cur:
+                out.setdefault(tuple(shape), set()).add(device)
+        return out
 
     def best(self, key: dict) -> Best | None:
         row = self.con.execute(f"SELECT config, ms, tflops, checked, measured_at, searched FROM best "
