@@ -90,23 +90,35 @@ def _version(path) -> str:
         con.close()
 
 
-def test_devices_searched_names_each_gpu_that_finished_a_problem_under_any_kernel(tmp_path):
+def test_devices_searched_names_each_gpu_that_finished_a_whole_search_under_any_kernel(tmp_path):
     path = str(tmp_path / "t.sqlite")
     h100 = _key(n=7)
     h200 = {**h100, "device": "NVIDIA H200"}
     old_kernel = {**_key(n=13), "kernel": "aaaaaaaaaaaa"}
     stopped = _key(n=5)   # timed in part, no best: a search that did not finish
+    few = _key(n=3)       # tune --top 2: the best of a few, not of the space
     with TuningDB(path) as db:
-        for key in (h100, h200, old_kernel, stopped):
+        for key in (h100, h200, old_kernel, stopped, few):
             db.record(key, "block_m=64", "ok", ms=1.0, tflops=9.0)
         for key in (h100, h200, old_kernel):
             db.set_best(key, "block_m=64", 1.0, 9.0, "cpu [1 1 1]")
+        db.set_best(few, "block_m=64", 1.0, 9.0, "cpu [1 1 1]", searched="the first 2 of 40 of the space")
     shape = lambda key: tuple(key[c] for c in SHAPE_COLUMNS)  # noqa: E731
     with TuningDB(path, readonly=True) as db:
         got = db.devices_searched()
     assert got == {shape(h100): {"NVIDIA H100 80GB HBM3", "NVIDIA H200"},
                    shape(old_kernel): {"NVIDIA H100 80GB HBM3"}}
-    assert shape(h100) != shape(old_kernel) and shape(stopped) not in got
+    assert shape(h100) != shape(old_kernel)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_devices_searched_reads_an_older_file_as_it_is(tmp_path, version):
+    path = str(tmp_path / "old.sqlite")
+    key = _key(n=11)
+    _old_file(path, version, bests=[(key, "block_m=64", 1.0, "cpu [1 1 1]", "2026-11-20T10:00:00", "space")])
+    with TuningDB(path, readonly=True) as db:
+        assert db.devices_searched() == {tuple(key[c] for c in SHAPE_COLUMNS): {"NVIDIA H100 80GB HBM3"}}
+    assert _version(path) == str(version)
 
 
 def test_a_version_2_file_reads_as_whole_searches_and_its_first_writer_upgrades_it(tmp_path):

@@ -504,15 +504,14 @@ class TuningDB:
             return [c for (c,) in cur]
 
     def devices_searched(self) -> dict[tuple, set[str]]:
-        """{problem: the devices holding a best config for it}, a problem being its key less
-        the arch, device, Triton and kernel (SHAPE_COLUMNS): which GPUs finished a search
-        of it, under any kernel version (a stopped one leaves rows and no best;
-        docs/tuning-lists.md)."""
-        cols = ", ".join(f"p.{c}" for c in SHAPE_COLUMNS)
+        """{problem: the devices where a search of its whole tuning space finished}, a
+        problem being its key less the arch, device, Triton and kernel (SHAPE_COLUMNS), under
+        any Triton and kernel version. A stopped search leaves rows and no best; `tune --top
+        K` leaves the best of a few (docs/tuning-lists.md)."""
+        cols = ", ".join(SHAPE_COLUMNS)
         out: dict[tuple, set[str]] = {}
-        with closing(self.con.execute(
-                f"SELECT DISTINCT p.device, {cols} FROM problems p "
-                "WHERE EXISTS (SELECT 1 FROM best_rows b WHERE b.problem = p.id)")) as cur:
+        with closing(self.con.execute(f"SELECT DISTINCT device, {cols} FROM best WHERE searched = ?",
+                                      (SEARCHED_ALL,))) as cur:
             for device, *shape in cur:
                 out.setdefault(tuple(shape), set()).add(device)
         return out
