@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convgen import selector as S  # noqa: E402
-from convgen.errors import ConvgenError  # noqa: E402
+from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 FIRST = 8   # how far down the model's order any rule looks
 
@@ -128,9 +128,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ConvgenError as e:   # a database that is missing or not one
-        print(f"pick_rule_tries: error: {e}", file=sys.stderr)
-        sys.exit(2)
+if __name__ == "__main__":   # a database that is missing or not one: one error line
+    script_main("pick_rule_tries", main)

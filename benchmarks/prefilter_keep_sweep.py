@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convgen import selector as S  # noqa: E402
-from convgen.errors import ConvgenError  # noqa: E402
+from convgen.errors import script_main  # noqa: E402
 
 
 def main() -> int:
@@ -58,9 +58,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ConvgenError as e:   # a database that is missing or not one
-        print(f"prefilter_keep_sweep: error: {e}", file=sys.stderr)
-        sys.exit(2)
+if __name__ == "__main__":   # a database that is missing or not one: one error line
+    script_main("prefilter_keep_sweep", main)

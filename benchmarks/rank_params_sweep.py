@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import numpy as np  # noqa: E402
 
 from convgen import selector as S  # noqa: E402
-from convgen.errors import ConvgenError  # noqa: E402
+from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 
 QUERY_WEIGHTS = ("near", "gap", "top5")   # the "_qw" kinds query_weight knows
@@ -101,9 +101,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ConvgenError as e:   # parameters that are not JSON, a database that is missing or not one
-        print(f"rank_params_sweep: error: {e}", file=sys.stderr)
-        sys.exit(2)
+if __name__ == "__main__":   # parameters that are not JSON, a database that is missing or not one: one error line
+    script_main("rank_params_sweep", main)

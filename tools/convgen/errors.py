@@ -1,6 +1,9 @@
 """The one exception the CLI turns into a one-line message and exit status 2."""
 from __future__ import annotations
 
+import sys
+from typing import Callable, NoReturn
+
 
 class ConvgenError(Exception):
     """A problem the user can fix: bad flag, impossible size, unsupported type, a config
@@ -14,3 +17,13 @@ class ConvgenError(Exception):
     def __init__(self, message: str, *, field: str | None = None):
         super().__init__(message)
         self.field = field
+
+
+def script_main(name: str, main: Callable[[], int]) -> NoReturn:
+    """Run a standalone script's main (benchmarks/): exit with its status, or with one
+    `<name>: error:` line and status 2 where it raises a ConvgenError, as convgen does."""
+    try:
+        sys.exit(main())
+    except ConvgenError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        sys.exit(2)
