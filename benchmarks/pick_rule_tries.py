@@ -95,20 +95,17 @@ def main() -> int:
         raise ConvgenError(f"--device: no problem of {args.device!r} in {args.db}")
     picks = rules()
     runs = {name: [] for name in picks}
-    key = S.GROUPINGS["shape"]
     t0 = time.time()
-    for seed in [None] + list(range(1, args.shuffles + 1)):
-        fold_of = S.group_folds(probs, 5, "shape", seed)
-        fold_of_shape = {key(p): g for p, g in zip(probs, fold_of)}
+    for seed in S.assignments(args.shuffles):
         effs = {name: [] for name in picks}
-        for f in range(5):
-            train = [p for p, g in zip(probs, fold_of) if g != f]
+        for _, train_ix, test_ix in S.fold_splits(probs, 5, "shape", seed, judged):
+            train = [probs[i] for i in train_ix]
             model = S.Model.of(S.train(train), {"arch": "sm90"})
             measured = {}   # layer -> {batch: {config: efficiency}}, of the training folds alone
             for p in train:
                 measured.setdefault(layer_of(p), {})[p.problem.n] = {
                     c.describe(): t / p.best for c, t in zip(p.configs, p.tflops)}
-            for p in (p for p in judged if fold_of_shape[key(p)] == f):
+            for p in (judged[i] for i in test_ix):
                 direction = p.problem.direction.name
                 allowed, x = p.candidate_rows   # a float64 array (selector.feature_rows)
                 rows = list(itertools.islice(model.order_rows(direction, x), FIRST))

@@ -35,12 +35,11 @@ def main() -> int:
     runs = {k: [] for k in args.keep}   # per keep, direction_summaries of each assignment
     shipped = S.PREFILTER_KEEP
     try:
-        for seed in [None] + list(range(1, args.shuffles + 1)):
-            fold_of = S.group_folds(probs, 5, "shape", seed)
+        for seed in S.assignments(args.shuffles):
             effs = {k: [] for k in args.keep}
-            for f in range(5):
-                model = S.Model.of(S.train([p for p, g in zip(probs, fold_of) if g != f]), {"arch": "sm90"})
-                for i in (i for i, g in enumerate(fold_of) if g == f):
+            for _, train_ix, test_ix in S.fold_splits(probs, 5, "shape", seed):
+                model = S.Model.of(S.train([probs[i] for i in train_ix]), {"arch": "sm90"})
+                for i in test_ix:
                     allowed, x = probs[i].candidate_rows
                     direction = probs[i].problem.direction.name
                     for k in args.keep:

@@ -79,11 +79,9 @@ def main() -> int:
             weight[starts[i]:starts[i + 1]] = query_weight(*qw, prob.tflops)
     t0 = time.time()
     runs = []   # direction_summaries of each assignment
-    for seed in [None] + list(range(1, args.shuffles + 1)):
-        fold_of = S.group_folds(probs, 5, args.group, seed)
+    for seed in S.assignments(args.shuffles):
         effs = []
-        for f in range(5):
-            train = [i for i, g in enumerate(fold_of) if g != f]
+        for _, train, test_ix in S.fold_splits(probs, 5, args.group, seed):
             rows = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in train])
             data = lgb.Dataset(x_all[rows], relevance[rows], group=[groups[i] for i in train],
                                weight=None if weight is None else weight[rows],
@@ -92,7 +90,7 @@ def main() -> int:
             seeds = [{"seed": 1 + k, "bagging_seed": 1 + k, "feature_fraction_seed": 1 + k}
                      for k in range(ens)] if ens > 1 else [{}]
             boosters = [lgb.train({**params, **s}, data, num_boost_round=trees // ens) for s in seeds]
-            for i in (i for i, g in enumerate(fold_of) if g == f):
+            for i in test_ix:
                 allowed, x = probs[i].candidate_rows
                 j = int(np.argmax(sum(b.predict(x) for b in boosters)))
                 effs.append((probs[i].problem.direction.name, probs[i].tflops[allowed[j]] / probs[i].best))

@@ -452,6 +452,31 @@ def test_shuffled_folds_deal_whole_shapes_otherwise_and_as_evenly(problems):
         assert rows(folds)[-1] - rows(folds)[0] <= biggest
 
 
+
+def test_fold_splits_hold_out_every_problem_once_and_never_a_trained_shape(problems):
+    """selector.fold_splits, which the evaluation and the benchmarks' loops share."""
+    assert selector.assignments(2) == [None, 1, 2] and selector.assignments(0) == [None]
+    for seed in selector.assignments(1):
+        fold_of = selector.group_folds(problems, 5, shuffle=seed)
+        held = []
+        for f, train_ix, test_ix in selector.fold_splits(problems, 5, shuffle=seed):
+            assert test_ix == [i for i, g in enumerate(fold_of) if g == f]
+            assert sorted(train_ix + test_ix) == list(range(len(problems)))
+            held += test_ix
+        assert sorted(held) == list(range(len(problems)))
+    # judged problems of another list: a shape the training problems lack is judged by
+    # fold 0's model, whose training set cannot hold it either
+    lone = problems[0].shape
+    trained = [p for p in problems if p.shape != lone]
+    folds = list(selector.fold_splits(trained, 5, judged=problems))
+    assert len(folds) == 5
+    held = sorted(i for _, _, test_ix in folds for i in test_ix)
+    assert held == list(range(len(problems)))
+    fold0 = folds[0][2]
+    assert {i for i, p in enumerate(problems) if p.shape == lone} <= set(fold0)
+    for _, train_ix, test_ix in folds:
+        assert not {trained[i].shape for i in train_ix} & {problems[i].shape for i in test_ix}
+
 def test_evaluation_over_shuffled_folds_averages_each_assignments_numbers(problems):
     result = selector.evaluate(problems, folds=3, trees=20, shuffles=2)
     shuffled = result["shuffled"]
@@ -1163,7 +1188,7 @@ def test_with_both_paths_wrong_every_run_names_the_database(tmp_path, run):
 def test_the_selection_bench_times_a_device_it_is_not_on(tmp_path):
     """benchmarks/bench_selector.py --arch/--device: the shipped model's selection timed on
     this CPU as for that device (the picks are the model's, not the rule's), no GPU run."""
-    bench = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "bench_selector.py")
+    bench = _bench_path("bench_selector")
     out = tmp_path / "bench.json"
     p = subprocess.run([sys.executable, bench, "--arch", "sm90", "--device", H100["device"],
                         "--json", str(out)], capture_output=True, text=True, timeout=600)
@@ -1179,10 +1204,15 @@ def test_the_selection_bench_times_a_device_it_is_not_on(tmp_path):
     assert p.returncode != 0 and "--arch and --device go together" in p.stderr
 
 
+def _bench_path(name: str) -> str:
+    """benchmarks/<name>.py of this checkout."""
+    return os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", f"{name}.py")
+
+
 def _benchmark(name: str):
     """(the module, its path) of benchmarks/<name>.py, which is not a package."""
     import importlib.util
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", f"{name}.py")
+    path = _bench_path(name)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -1284,7 +1314,7 @@ def test_the_selector_sweeps_refuse_a_bad_database_in_one_line(tmp_path, script,
     path = tmp_path / db
     if db.startswith("not"):
         path.write_text("measurements\n")
-    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", f"{script}.py")
+    sweep = _bench_path(script)
     p = subprocess.run([sys.executable, sweep, *args, "--shuffles", "0", "--db", str(path)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
@@ -1295,7 +1325,7 @@ def test_the_selector_sweeps_refuse_a_bad_database_in_one_line(tmp_path, script,
 @pytest.mark.parametrize("params", ["{bad", "[1]"])
 def test_the_ranking_sweep_refuses_parameters_that_are_not_a_json_object(tmp_path, params):
     """Checked before the database is opened (here one that does not exist)."""
-    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "rank_params_sweep.py")
+    sweep = _bench_path("rank_params_sweep")
     p = subprocess.run([sys.executable, sweep, params, "--shuffles", "0", "--db",
                         str(tmp_path / "missing.sqlite")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
@@ -1306,7 +1336,7 @@ def test_the_ranking_sweep_refuses_parameters_that_are_not_a_json_object(tmp_pat
 @pytest.mark.parametrize("qw", ['["bogus", 1]', '["near"]', '"near"', '["gap", "x"]'])
 def test_the_ranking_sweep_refuses_a_query_weighting_it_does_not_know(tmp_path, qw):
     """"_qw" is checked before the database is opened (here one that does not exist)."""
-    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "rank_params_sweep.py")
+    sweep = _bench_path("rank_params_sweep")
     p = subprocess.run([sys.executable, sweep, '{"_qw": %s}' % qw, "--shuffles", "0", "--db",
                         str(tmp_path / "missing.sqlite")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
@@ -1316,7 +1346,7 @@ def test_the_ranking_sweep_refuses_a_query_weighting_it_does_not_know(tmp_path, 
 
 def test_the_ranking_sweeps_query_weights_follow_how_few_configs_come_near_the_best():
     """Hand-worked: configs at 100, 97, 90, 80, 50, 40, 10 TFLOPS (shuffled)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+    sys.path.insert(0, os.path.dirname(_bench_path("rank_params_sweep")))
     from rank_params_sweep import query_weight
     tflops = [90, 10, 100, 50, 97, 80, 40]
     assert query_weight("near", 2, tflops) == pytest.approx(1 + 2 / 2)     # 100 and 97 within 5%
@@ -1329,7 +1359,7 @@ def test_the_ranking_sweeps_query_weights_follow_how_few_configs_come_near_the_b
 def test_the_ranking_sweep_runs_with_query_weights(tmp_path):
     """A weighted run on the recorded fixture ends with its summary line."""
     db = _build_db(tmp_path / "all.sqlite", _rows())
-    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "rank_params_sweep.py")
+    sweep = _bench_path("rank_params_sweep")
     p = subprocess.run([sys.executable, sweep, '{"_qw": ["gap", 3]}', "--shuffles", "0", "--db", db],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -1345,7 +1375,7 @@ def test_the_selector_sweeps_report_only_the_directions_a_database_holds(tmp_pat
     """A database of fwd problems alone: the sweep reports overall and fwd, no traceback
     for the directions it has no problem of."""
     db = _build_db(tmp_path / "fwd.sqlite", [r for r in _rows() if r["direction"] == "fwd"])
-    sweep = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", f"{script}.py")
+    sweep = _bench_path(script)
     p = subprocess.run([sys.executable, sweep, *args, "--shuffles", "0", "--db", db],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr

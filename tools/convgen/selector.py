@@ -918,6 +918,31 @@ def group_folds(problems: list[Problem], folds: int, group: str = "shape",
     return [fold_of[key(prob)] for prob in problems]
 
 
+def assignments(shuffles: int) -> list[int | None]:
+    """group_folds' `shuffle` for the canonical assignment of the groups to folds, then for
+    `shuffles` shuffled ones: the seeds every evaluation and benchmark of the selector uses."""
+    return [None] + list(range(1, shuffles + 1))
+
+
+def fold_splits(problems: list[Problem], folds: int, group: str = "shape",
+                shuffle: int | None = None, judged: list[Problem] | None = None):
+    """Per fold f: (f, the indices of `problems` trained on, the indices of `judged` (default
+    `problems`) held out), by group_folds. A judged problem whose group `problems` lacks is
+    in no fold's training set; fold 0 judges it. No group is ever on both sides."""
+    key = GROUPINGS[group]
+    fold_of = group_folds(problems, folds, group, shuffle)
+    if judged is None:
+        judged, judged_fold = problems, fold_of
+    else:
+        fold_of_group = {key(p): g for p, g in zip(problems, fold_of)}
+        judged_fold = [fold_of_group.get(key(p), 0) for p in judged]
+    for f in range(folds):
+        train_ix = [i for i, g in enumerate(fold_of) if g != f]
+        test_ix = [i for i, g in enumerate(judged_fold) if g == f]
+        assert not {key(problems[i]) for i in train_ix} & {key(judged[i]) for i in test_ix}
+        yield f, train_ix, test_ix
+
+
 def coverage(p) -> str:
     """The kind of problem a model must have been trained on to be asked about p: its type
     and whether its tensors keep channels innermost (the kernels open to it differ)."""
@@ -1008,20 +1033,15 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
     another device of `problems` does there (the last such device in sort order where
     there are several; None where there is none)."""
     from convgen.kernels import config as kconfig
-    fold_of = group_folds(problems, folds, group, shuffle)
-    key = GROUPINGS[group]
-    judged, judged_fold = problems, fold_of
+    judged = problems if test is None else test
     if test is not None:
-        fold_of_group = {key(p): g for p, g in zip(problems, fold_of)}
-        judged, judged_fold = test, [fold_of_group.get(key(p), 0) for p in test]
         judged_on = {p.device for p in test}
         source_best = {p.key: p.configs[p.tflops.index(p.best)].describe() for p in problems
                        if p.device not in judged_on}
     per_problem, select_s = [], []
-    for f in range(folds):
-        train_set = [p for p, g in zip(problems, fold_of) if g != f]
-        test_set = [p for p, g in zip(judged, judged_fold) if g == f]
-        assert not {key(p) for p in train_set} & {key(p) for p in test_set}
+    for f, train_ix, test_ix in fold_splits(problems, folds, group, shuffle, test):
+        train_set = [problems[i] for i in train_ix]
+        test_set = [judged[i] for i in test_ix]
         model = Model.of(train(train_set, trees), {"arch": problems[0].device.arch})
         single = _single_best(train_set)
         keep_rule = rule_families(_cross_validate(train_set, folds - 1, trees, False, group)[0]) if inner else []
@@ -1122,10 +1142,11 @@ def evaluate(problems: list[Problem], folds: int = 5, trees: int = TREES, group:
     out["families"] = table
     out["timed_top"] = timed_top_summaries(per_problem)
     if shuffles:
+        seeds = assignments(shuffles)[1:]
         runs = [per_problem] + [_cross_validate(problems, folds, trees, True, group, seed, test)[0]
-                                for seed in range(1, shuffles + 1)]
+                                for seed in seeds]
         each = [{name: _selector_summary(rows, name) for name in names} for rows in runs]
-        out["shuffled"] = {"assignments": len(runs), "seeds": list(range(1, shuffles + 1)),
+        out["shuffled"] = {"assignments": len(runs), "seeds": seeds,
                            "families": {name: _mean_summary([one[name] for one in each])
                                         for name in names},
                            "each": each}
