@@ -109,6 +109,9 @@ def test_devices_searched_names_each_gpu_that_finished_a_whole_search_under_any_
     assert got == {shape(h100): {"NVIDIA H100 80GB HBM3", "NVIDIA H200"},
                    shape(old_kernel): {"NVIDIA H100 80GB HBM3"}}
     assert shape(h100) != shape(old_kernel)
+    # any best, a --top run's too (what scripts/weak-picks leaves out); a stopped search none
+    with TuningDB(path, readonly=True) as db:
+        assert db.devices_searched(whole=False) == {**got, shape(few): {"NVIDIA H100 80GB HBM3"}}
 
 
 @pytest.mark.parametrize("version", [2, 3])

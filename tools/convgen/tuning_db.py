@@ -503,15 +503,15 @@ class TuningDB:
                 {**key, "when": when, "under": under_ms})) as cur:
             return [c for (c,) in cur]
 
-    def devices_searched(self) -> dict[tuple, set[str]]:
+    def devices_searched(self, whole: bool = True) -> dict[tuple, set[str]]:
         """{problem: the devices where a search of its whole tuning space finished}, a
         problem being its key less the arch, device, Triton and kernel (SHAPE_COLUMNS), under
         any Triton and kernel version. A stopped search leaves rows and no best; `tune --top
-        K` leaves the best of a few (docs/tuning-lists.md)."""
+        K` leaves the best of a few (docs/tuning-lists.md), which `whole=False` counts too."""
         cols = ", ".join(SHAPE_COLUMNS)
         out: dict[tuple, set[str]] = {}
-        with closing(self.con.execute(f"SELECT DISTINCT device, {cols} FROM best WHERE searched = ?",
-                                      (SEARCHED_ALL,))) as cur:
+        where, args = ("WHERE searched = ?", (SEARCHED_ALL,)) if whole else ("", ())
+        with closing(self.con.execute(f"SELECT DISTINCT device, {cols} FROM best {where}", args)) as cur:
             for device, *shape in cur:
                 out.setdefault(tuple(shape), set()).add(device)
         return out
