@@ -452,7 +452,6 @@ def test_shuffled_folds_deal_whole_shapes_otherwise_and_as_evenly(problems):
         assert rows(folds)[-1] - rows(folds)[0] <= biggest
 
 
-
 def test_fold_splits_hold_out_every_problem_once_and_never_a_trained_shape(problems):
     """selector.fold_splits, which the evaluation and the benchmarks' loops share."""
     assert selector.assignments(2) == [None, 1, 2] and selector.assignments(0) == [None]
@@ -476,6 +475,7 @@ def test_fold_splits_hold_out_every_problem_once_and_never_a_trained_shape(probl
     assert {i for i, p in enumerate(problems) if p.shape == lone} <= set(fold0)
     for _, train_ix, test_ix in folds:
         assert not {trained[i].shape for i in train_ix} & {problems[i].shape for i in test_ix}
+
 
 def test_evaluation_over_shuffled_folds_averages_each_assignments_numbers(problems):
     result = selector.evaluate(problems, folds=3, trees=20, shuffles=2)
@@ -1346,8 +1346,7 @@ def test_the_ranking_sweep_refuses_a_query_weighting_it_does_not_know(tmp_path, 
 
 def test_the_ranking_sweeps_query_weights_follow_how_few_configs_come_near_the_best():
     """Hand-worked: configs at 100, 97, 90, 80, 50, 40, 10 TFLOPS (shuffled)."""
-    sys.path.insert(0, os.path.dirname(_bench_path("rank_params_sweep")))
-    from rank_params_sweep import query_weight
+    query_weight = _benchmark("rank_params_sweep")[0].query_weight
     tflops = [90, 10, 100, 50, 97, 80, 40]
     assert query_weight("near", 2, tflops) == pytest.approx(1 + 2 / 2)     # 100 and 97 within 5%
     assert query_weight("gap", 3, tflops) == pytest.approx(1 + 3 * 0.03)   # 97 / 100
