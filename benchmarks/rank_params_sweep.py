@@ -9,7 +9,8 @@ script's own: "_trees" (the ranking model's trees, default selector.rank_trees(T
 summed; LightGBM's seeds set per member) and "_qw" (["near", a]: each problem's rows
 weighted 1 + a / its configs within 5% of its best; ["gap", a]: 1 + a x (1 - its second
 best / its best); ["top5", a]: 1 + a x (1 - the mean of the next five / its best); the
-twenty-fifth session's try, docs/config-selection.md). Each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds)
+twenty-fifth session's try, docs/config-selection.md). --test_device judges only that GPU's
+held-out problems. Each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds)
 trains on four folds and picks, for every held-out problem, the config of the highest
 score among its rankable configs of short chains (no prefilter, no validation: the
 parameters are compared, not a run's pick reproduced). Prints the mean, P10 and min of
@@ -52,6 +53,8 @@ def main() -> int:
     ap.add_argument("--shuffles", type=int, default=6)
     ap.add_argument("--group", default="shape", choices=sorted(S.GROUPINGS))
     ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    ap.add_argument("--test_device", help="judge only this GPU's held-out problems (every "
+                    "device's still train), as eval-selector --test_device does")
     args = ap.parse_args()
     import lightgbm as lgb
     try:
@@ -69,6 +72,10 @@ def main() -> int:
                           f"got {json.dumps(qw)}")
     params = {**S.RANK_PARAMS, **variant}
     probs = S.load_dataset(args.db, "sm90")
+    try:
+        S.on_device(probs, args.test_device, "test_device")
+    except ConvgenError as e:   # a device the database lacks: one error line naming the flag
+        raise ConvgenError(f"--test_device: {e}") from None
     x_all, _, relevance, groups = S._matrix(probs)
     starts = np.concatenate([[0], np.cumsum(groups)])
     # a query's weight, on each of its rows: None, or from how few of its configs come near its best
@@ -91,11 +98,13 @@ def main() -> int:
                      for k in range(ens)] if ens > 1 else [{}]
             boosters = [lgb.train({**params, **s}, data, num_boost_round=trees // ens) for s in seeds]
             for i in test_ix:
+                if args.test_device and probs[i].device.name != args.test_device:
+                    continue
                 allowed, x = probs[i].candidate_rows
                 j = int(np.argmax(sum(b.predict(x) for b in boosters)))
                 effs.append((probs[i].problem.direction.name, probs[i].tflops[allowed[j]] / probs[i].best))
         runs.append(S.direction_summaries(effs))
-    print(args.params, args.group, 1 + args.shuffles, "assignments", S.averaged_percent(runs), f"{time.time() - t0:.0f}s", flush=True)
+    print(args.params, args.group, *([args.test_device] if args.test_device else []), 1 + args.shuffles, "assignments", S.averaged_percent(runs), f"{time.time() - t0:.0f}s", flush=True)
     return 0
 
 
