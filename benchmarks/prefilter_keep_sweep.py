@@ -10,7 +10,7 @@ kept is fewer tree walks. For each of the 1 + N assignments of the shapes to 5 f
 problem among its rankable configs of short chains with each value of --keep (no
 validation: the values are compared, not a run's pick reproduced). Prints the mean, P10
 and min of the picks' efficiency, overall and per direction, averaged over the
-assignments. The seventeenth session's: docs/data/selector-prefilter-keep.log.
+assignments. --test_device judges only that GPU's held-out problems. The seventeenth session's: docs/data/selector-prefilter-keep.log.
 """
 import argparse
 import os
@@ -29,8 +29,11 @@ def main() -> int:
     ap.add_argument("--keep", type=int, nargs="+", default=[4, 8, 12, 16])
     ap.add_argument("--shuffles", type=int, default=6)
     ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    ap.add_argument("--test_device", help="judge only this GPU's held-out picks (every "
+                    "device's problems still train), as eval-selector --test_device does")
     args = ap.parse_args()
     probs = S.load_dataset(args.db, "sm90")
+    S.on_device(probs, args.test_device, "test_device")   # a device it lacks: one error line
     t0 = time.time()
     runs = {k: [] for k in args.keep}   # per keep, direction_summaries of each assignment
     shipped = S.PREFILTER_KEEP
@@ -40,6 +43,8 @@ def main() -> int:
             for _, train_ix, test_ix in S.fold_splits(probs, 5, "shape", seed):
                 model = S.Model.of(S.train([probs[i] for i in train_ix]), {"arch": "sm90"})
                 for i in test_ix:
+                    if args.test_device and probs[i].device.name != args.test_device:
+                        continue
                     allowed, x = probs[i].candidate_rows
                     direction = probs[i].problem.direction.name
                     for k in args.keep:
@@ -53,9 +58,9 @@ def main() -> int:
     finally:
         S.PREFILTER_KEEP = shipped
     for k in args.keep:
-        print("keep", k, 1 + args.shuffles, "assignments", S.averaged_percent(runs[k]), flush=True)
+        print("keep", k, *([args.test_device] if args.test_device else []), 1 + args.shuffles, "assignments", S.averaged_percent(runs[k]), flush=True)
     return 0
 
 
 if __name__ == "__main__":   # a database that is missing or not one: one error line
-    script_main("prefilter_keep_sweep", main)
+    script_main("prefilter_keep_sweep", main, {"test_device": "--test_device"})

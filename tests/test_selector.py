@@ -1382,22 +1382,28 @@ def test_the_selector_sweeps_report_only_the_directions_a_database_holds(tmp_pat
     assert "'overall': [" in result and "'fwd': [" in result and "bwd_data" not in result, result
 
 
-def test_the_ranking_sweep_judges_only_the_test_devices_problems(tmp_path):
+@pytest.mark.parametrize("script,args", [
+    ("rank_params_sweep", ["{}"]),
+    ("prefilter_keep_sweep", ["--keep", "16"]),
+])
+def test_the_selector_sweeps_judge_only_the_test_devices_problems(tmp_path, script, args):
     """--test_device: every device's problems train, only that GPU's held-out picks count.
     The H100 measured fwd alone here and the H200 every direction, so judged on the H100
-    the summary has fwd and no other direction; a GPU the database lacks is one error line."""
+    the summary has fwd and no other direction; a GPU the database lacks is one error line
+    naming the flag."""
     rows = _rows()
     h200, _ = _on_h200(rows)
     db = _build_db(tmp_path / "two.sqlite", [r for r in rows if r["direction"] == "fwd"] + h200)
-    sweep = _bench_path("rank_params_sweep")
-    p = subprocess.run([sys.executable, sweep, "{}", "--shuffles", "0", "--db", db,
+    sweep = _bench_path(script)
+    p = subprocess.run([sys.executable, sweep, *args, "--shuffles", "0", "--db", db,
                         "--test_device", H100["device"]], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     result = p.stdout.strip().splitlines()[-1]
     assert H100["device"] in result and "'fwd': [" in result and "bwd_data" not in result, result
-    p = subprocess.run([sys.executable, sweep, "{}", "--shuffles", "0", "--db", db,
+    p = subprocess.run([sys.executable, sweep, *args, "--shuffles", "0", "--db", db,
                         "--test_device", "NVIDIA A100"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 2 and p.stderr.startswith("rank_params_sweep: error: --test_device: no measurements on 'NVIDIA A100'"), p.stderr
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.startswith(f"{script}: error: --test_device: no measurements on 'NVIDIA A100'"), p.stderr
     assert p.stderr.count("\n") == 1, p.stderr
 
 

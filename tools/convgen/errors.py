@@ -19,11 +19,13 @@ class ConvgenError(Exception):
         self.field = field
 
 
-def script_main(name: str, main: Callable[[], int]) -> NoReturn:
+def script_main(name: str, main: Callable[[], int], flags: dict[str, str] | None = None) -> NoReturn:
     """Run a standalone script's main (benchmarks/): exit with its status, or with one
-    `<name>: error:` line and status 2 where it raises a ConvgenError, as convgen does."""
+    `<name>: error:` line and status 2 where it raises a ConvgenError, as convgen does.
+    `flags` spells the script's own flags by field (a `field` it does not name stays unsaid)."""
     try:
         sys.exit(main())
     except ConvgenError as e:
-        print(f"{name}: error: {e}", file=sys.stderr)
+        flag = (flags or {}).get(e.field)
+        print(f"{name}: error: {flag + ': ' if flag else ''}{e}", file=sys.stderr)
         sys.exit(2)
