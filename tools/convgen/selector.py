@@ -65,7 +65,13 @@ TREES = 75
 # (a regression's error is spread over every config and problem; a pick needs only each
 # problem's order). The regression stays for the TFLOPS a run reports for its pick.
 RANK_LEVELS = 30
-RANK_PARAMS = {**TRAIN_PARAMS, "objective": "lambdarank", "lambdarank_truncation_level": 8,
+# The ranking model's trees have 127 leaves where the speed model's have 31: once the data
+# had grown to 3639 problems the deeper trees ranked better (thirty-sixth session, picks for
+# the H100's held-out problems, 3 assignments, benchmarks/rank_params_sweep.py: 98.90% /
+# 96.50% mean / P10 with 31 leaves, 99.03% / 96.88% with 63, 99.06% / 97.04% with 127,
+# 99.08% / 97.12% with 255); 127 costs ~0.07 ms more a pick than 31 with 16 kept (below).
+RANK_PARAMS = {**TRAIN_PARAMS, "num_leaves": 127, "objective": "lambdarank",
+               "lambdarank_truncation_level": 8,
                "label_gain": [2 ** (level / 3) - 1 for level in range(RANK_LEVELS + 1)]}
 MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is predicted to run
 # A pick ranks every candidate by the first PREFILTER_TREES trees and lets the whole model
@@ -80,9 +86,13 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 # 98.18% / 94.35% with 15, 98.27% / 94.62% with the whole model on every candidate. On the
 # CPU machine the whole model's call over 16 rows takes ~80 us with the model in cache (~30
 # us for 75 trees), and validating only what the order reaches gives some of it back (4
-# validations a pick before, ~1 now).
+# validations a pick before, ~1 now). With the ranking model's 127 leaves (thirty-sixth
+# session, 3639 problems, the H100's held-out picks, 3 assignments,
+# benchmarks/prefilter_keep_sweep.py) 8 kept pick at 99.04% / 96.90%, 12 at 99.05% / 97.01%,
+# 16 at 99.06% / 97.03%; 8 takes back all but ~0.02 ms of what the deeper trees cost a pick
+# (31 leaves and 16 kept: 98.86% / 96.32%).
 PREFILTER_TREES = 30
-PREFILTER_KEEP = 16
+PREFILTER_KEEP = 8
 WARM_TREES = 40   # added on top of a warm start's trees
 
 # ---- features -------------------------------------------------------------------------------
