@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How many candidates the selector's prefilter should keep (selector.PREFILTER_KEEP), on CPU.
 
-    PYTHONPATH=.pydeps:tools python3 benchmarks/prefilter_keep_sweep.py [--keep 4 8 12 16] [--shuffles 6]
+    PYTHONPATH=.pydeps:tools python3 benchmarks/prefilter_keep_sweep.py [--keep 4 8 12 16] [--shuffles 6] [--test_device NAME]
 
 A pick ranks every candidate by the ranking model's first PREFILTER_TREES trees and lets
 the whole model order the PREFILTER_KEEP ranked first (selector.Model.pick_rows): fewer

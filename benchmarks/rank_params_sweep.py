@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-validate the selector's ranking model with other LightGBM parameters, on CPU.
 
-    PYTHONPATH=.pydeps:tools python3 benchmarks/rank_params_sweep.py '{"num_leaves": 63}' [--shuffles 6]
+    PYTHONPATH=.pydeps:tools python3 benchmarks/rank_params_sweep.py '{"num_leaves": 63}' [--shuffles 6] [--test_device NAME]
 
 The argument is a JSON object laid over selector.RANK_PARAMS, plus three keys of this
 script's own: "_trees" (the ranking model's trees, default selector.rank_trees(TREES)),

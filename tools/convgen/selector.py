@@ -47,11 +47,12 @@ SCHEMA_NAME = "convgen-selector"
 SCHEMA_VERSION = 4   # 4: one ranking model, a speed model per direction; 3: both per direction
 MODELS_DIR = os.path.join(REPO_ROOT, "tuning", "models")
 
-# LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our data 31
-# leaves and 300 trees did as well as 63 and 400 (docs/config-selection.md), and 75 trees at a
-# learning rate of 0.2 as well as 300 at 0.05 (5-fold, 591 problems: 97.69% / 93.14% against
-# 97.50% / 92.87% mean / P10; 100 at 0.15 and 50 at 0.3 between): a pick walks every tree
-# over its few kept candidates with the model cold in the cache, most of its time.
+# LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our early
+# data (a few hundred problems) 31 leaves and 300 trees did as well as 63 and 400, and 75 trees
+# at a learning rate of 0.2 as well as 300 at 0.05 (5-fold, 591 problems: 97.69% / 93.14%
+# against 97.50% / 92.87% mean / P10; 100 at 0.15 and 50 at 0.3 between): a pick walks every
+# tree over its few kept candidates with the model cold in the cache, most of its time. The
+# ranking model has since grown to 127 leaves (RANK_PARAMS); the speed model keeps these.
 # Deterministic so that a retrain on the same data writes the same file.
 TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.2, "num_leaves": 31,
                 "min_data_in_leaf": 5, "feature_fraction": 0.9, "lambda_l2": 1.0,
@@ -67,7 +68,8 @@ TREES = 75
 RANK_LEVELS = 30
 # The ranking model's trees have 127 leaves where the speed model's have 31: once the data
 # had grown to 3639 problems the deeper trees ranked better (thirty-sixth session, picks for
-# the H100's held-out problems, 3 assignments, benchmarks/rank_params_sweep.py: 98.90% /
+# the H100's held-out problems, 3 assignments, benchmarks/rank_params_sweep.py, which picks
+# by the ranking model alone, no prefilter or validation: 98.90% /
 # 96.50% mean / P10 with 31 leaves, 99.03% / 96.88% with 63, 99.06% / 97.04% with 127,
 # 99.08% / 97.12% with 255); 127 costs ~0.07 ms more a pick than 31 with 16 kept (below).
 RANK_PARAMS = {**TRAIN_PARAMS, "num_leaves": 127, "objective": "lambdarank",
@@ -84,13 +86,13 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 # The ranking model of every direction (225 trees, rank_trees) needs 30 trees to keep what
 # it would pick: six shufflings of 1095 problems, 98.25% / 94.57% with 30 before the 16,
 # 98.18% / 94.35% with 15, 98.27% / 94.62% with the whole model on every candidate. On the
-# CPU machine the whole model's call over 16 rows takes ~80 us with the model in cache (~30
+# CPU machine the whole model's call over 16 rows took ~80 us with 31-leaf trees in cache (~30
 # us for 75 trees), and validating only what the order reaches gives some of it back (4
 # validations a pick before, ~1 now). With the ranking model's 127 leaves (thirty-sixth
 # session, 3639 problems, the H100's held-out picks, 3 assignments,
 # benchmarks/prefilter_keep_sweep.py) 8 kept pick at 99.04% / 96.90%, 12 at 99.05% / 97.01%,
 # 16 at 99.06% / 97.03%; 8 takes back all but ~0.02 ms of what the deeper trees cost a pick
-# (31 leaves and 16 kept: 98.86% / 96.32%).
+# (31 leaves and 16 kept: 98.86% / 96.32%; these three in a run's pick order, as eval-selector).
 PREFILTER_TREES = 30
 PREFILTER_KEEP = 8
 WARM_TREES = 40   # added on top of a warm start's trees
