@@ -33,24 +33,23 @@ def main() -> int:
                     "device's problems still train), as eval-selector --test_device does")
     args = ap.parse_args()
     probs = S.load_dataset(args.db, "sm90")
-    S.on_device(probs, args.test_device, "test_device")   # a device it lacks: one error line
+    # the held-out problems whose picks count (all, or one GPU's; one it lacks: one error line)
+    judged = S.on_device(probs, args.test_device, "test_device")
     t0 = time.time()
     runs = {k: [] for k in args.keep}   # per keep, direction_summaries of each assignment
     shipped = S.PREFILTER_KEEP
     try:
         for seed in S.assignments(args.shuffles):
             effs = {k: [] for k in args.keep}
-            for _, train_ix, test_ix in S.fold_splits(probs, 5, "shape", seed):
+            for _, train_ix, test_ix in S.fold_splits(probs, 5, "shape", seed, judged):
                 model = S.Model.of(S.train([probs[i] for i in train_ix]), {"arch": "sm90"})
-                for i in test_ix:
-                    if args.test_device and probs[i].device.name != args.test_device:
-                        continue
-                    allowed, x = probs[i].candidate_rows
-                    direction = probs[i].problem.direction.name
+                for prob in (judged[i] for i in test_ix):
+                    allowed, x = prob.candidate_rows
+                    direction = prob.problem.direction.name
                     for k in args.keep:
                         S.PREFILTER_KEEP = k
                         j, _ = model.pick_rows(direction, x)
-                        effs[k].append((direction, probs[i].tflops[allowed[j]] / probs[i].best))
+                        effs[k].append((direction, prob.tflops[allowed[j]] / prob.best))
             for k in args.keep:
                 runs[k].append(S.direction_summaries(effs[k]))
             print(f"# assignment {'canonical' if seed is None else seed}: {time.time() - t0:.0f} s",

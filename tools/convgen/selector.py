@@ -92,7 +92,8 @@ MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is p
 # session, 3639 problems, the H100's held-out picks, 3 assignments,
 # benchmarks/prefilter_keep_sweep.py) 8 kept pick at 99.04% / 96.90%, 12 at 99.05% / 97.01%,
 # 16 at 99.06% / 97.03%; 8 takes back all but ~0.02 ms of what the deeper trees cost a pick
-# (31 leaves and 16 kept: 98.86% / 96.32%; these three in a run's pick order, as eval-selector).
+# (31 leaves and 16 kept: 98.86% / 96.32%); that sweep picks through the prefilter as a run
+# does, and these matched eval-selector's numbers.
 PREFILTER_TREES = 30
 PREFILTER_KEEP = 8
 WARM_TREES = 40   # added on top of a warm start's trees
