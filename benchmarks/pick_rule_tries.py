@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convgen import selector as S  # noqa: E402
-from convgen.errors import ConvgenError, script_main  # noqa: E402
+from convgen.errors import script_main  # noqa: E402
 
 FIRST = 8   # how far down the model's order any rule looks
 
@@ -90,9 +90,7 @@ def main() -> int:
     ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
     args = ap.parse_args()
     probs = S.load_dataset(args.db, "sm90")
-    judged = [p for p in probs if p.device.name == args.device]
-    if not judged:
-        raise ConvgenError(f"--device: no problem of {args.device!r} in {args.db}")
+    judged = S.on_device(probs, args.device, "device")   # one it lacks: one error line
     picks = rules()
     runs = {name: [] for name in picks}
     t0 = time.time()
@@ -126,4 +124,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":   # a database that is missing or not one: one error line
-    script_main("pick_rule_tries", main)
+    script_main("pick_rule_tries", main, {"device": "--device"})

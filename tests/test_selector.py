@@ -1298,7 +1298,8 @@ def test_the_pick_rule_tries_run_on_recorded_measurements(db):
     assert all("'overall': [" in ln for ln in lines), p.stdout
     p = subprocess.run([sys.executable, path, "--db", db, "--device", "NVIDIA H999"],
                        capture_output=True, text=True, timeout=600)
-    assert p.returncode == 2 and p.stderr.startswith("pick_rule_tries: error: --device: no problem of")
+    assert p.returncode == 2 and p.stderr.startswith(
+        "pick_rule_tries: error: --device: no measurements on 'NVIDIA H999' (the database has: ")
     assert p.stderr.count("\n") == 1, p.stderr
 
 
