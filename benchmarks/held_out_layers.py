@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convgen import selector  # noqa: E402
+from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 
 def layer(text: str) -> tuple[int, int, int]:
@@ -51,11 +52,11 @@ def main() -> int:
     held, dropped = set(args.hold), set(args.drop)
     problems = selector.load_dataset(args.db, "sm90")
     train = [p for p in problems if not of_layers(p, held | dropped)]
-    judged = [p for p in problems if of_layers(p, held) and p.device.name == args.test_device]
+    # a GPU the database lacks: one error line
+    judged = [p for p in selector.on_device(problems, args.test_device, "test_device")
+              if of_layers(p, held)]
     if not judged:
-        print(f"held_out_layers: no problem of those layers measured on {args.test_device}",
-              file=sys.stderr)
-        return 2
+        raise ConvgenError(f"no problem of those layers measured on {args.test_device}", field="hold")
     print(f"# {len(problems)} problems; trained on {len(train)}; judged on {len(judged)} of "
           f"{args.test_device}; dropped layers: {sorted(dropped) or 'none'}", flush=True)
     model = selector.Model.of(selector.train(train), {"arch": "sm90"})
@@ -69,5 +70,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":   # a database that is missing or not one: one error line
+    script_main("held_out_layers", main, {"test_device": "--test_device", "hold": "--hold"})

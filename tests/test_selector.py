@@ -1323,6 +1323,50 @@ def test_the_selector_sweeps_refuse_a_bad_database_in_one_line(tmp_path, script,
     assert p.stderr.count("\n") == 1, p.stderr
 
 
+def test_held_out_layers_judges_a_layer_no_training_problem_shares(db, problems):
+    """benchmarks/held_out_layers.py: the fixture's 1x1 32->16 layer on 112x112 held out,
+    its three H100 problems each picked at a share of their best, the training count one
+    layer's problems short; dropping the other 1x1 layer too takes its problems out as
+    well. A layer the database lacks, a GPU it lacks, or a layer that is not C,K,H: exit 2."""
+    path = _bench_path("held_out_layers")
+    held = [p for p in problems if (p.problem.c, p.problem.k, p.problem.hi, p.problem.y) == (32, 16, 112, 1)]
+    other = [p for p in problems if (p.problem.c, p.problem.k, p.problem.hi, p.problem.y) == (128, 256, 28, 1)
+             and p.problem.g == 1]
+    assert len(held) == 3 and other
+
+    def run(*args):
+        return subprocess.run([sys.executable, path, "--db", db, *args], capture_output=True,
+                              text=True, timeout=600)
+    p = run("--hold", "32,16,112")
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == (f"# {len(problems)} problems; trained on {len(problems) - 3}; judged on 3 of "
+                        "NVIDIA H100 80GB HBM3; dropped layers: none")
+    picks = [float(ln.split("%")[0]) for ln in lines[1:-1]]
+    assert len(picks) == 3 and all(0 < e <= 100 for e in picks), p.stdout
+    assert sorted(ln.split("%", 1)[1].split()[0] for ln in lines[1:-1]) == ["bwd_data", "bwd_weight", "fwd"]
+    # the summary of the unrounded shares: within a rounding of the printed ones
+    assert abs(float(lines[-1].split()[2].rstrip("%,")) - sum(picks) / 3) < 0.06, lines[-1]
+    assert lines[-1].endswith(f"min {min(picks):.1f}% of 3"), lines[-1]
+    p = run("--hold", "32,16,112", "--drop", "128,256,28")
+    assert p.returncode == 0 and f"trained on {len(problems) - 3 - len(other)};" in p.stdout, p.stdout
+    p = run("--hold", "7,7,7")
+    assert p.returncode == 2 and p.stderr.startswith(
+        "held_out_layers: error: --hold: no problem of those layers measured on NVIDIA H100"), p.stderr
+    p = run("--hold", "32,16,112", "--test_device", "NVIDIA H999")
+    assert p.returncode == 2 and p.stderr.startswith(
+        "held_out_layers: error: --test_device: no measurements on 'NVIDIA H999'"), p.stderr
+    assert p.stderr.count("\n") == 1
+    p = run("--hold", "32,16")
+    assert p.returncode == 2 and "'32,16' is not C,K,H" in p.stderr
+    for bad in ("missing.sqlite", __file__):
+        p = subprocess.run([sys.executable, path, "--db", bad, "--hold", "32,16,112"],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and p.stderr.startswith(
+            f"held_out_layers: error: tuning database '{bad}'"), p.stderr
+        assert p.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("params", ["{bad", "[1]"])
 def test_the_ranking_sweep_refuses_parameters_that_are_not_a_json_object(tmp_path, params):
     """Checked before the database is opened (here one that does not exist)."""
