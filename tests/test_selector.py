@@ -1345,6 +1345,17 @@ def test_held_out_layers_judges_a_layer_no_training_problem_shares(db, problems)
     picks = [float(ln.split("%")[0]) for ln in lines[1:-1]]
     assert len(picks) == 3 and all(0 < e <= 100 for e in picks), p.stdout
     assert sorted(ln.split("%", 1)[1].split()[0] for ln in lines[1:-1]) == ["bwd_data", "bwd_weight", "fwd"]
+    # the picks of a model trained here on every problem but the held-out layer's (training
+    # is deterministic): a script that learnt from them too, or took the wrong config's
+    # time, prints other shares
+    train = [p for p in problems if p not in held]
+    mine = selector.Model.of(selector.train(train), {"arch": "sm90"})
+    want = []
+    for prob in sorted(held, key=lambda p: (p.problem.direction.name, p.problem.hi, p.problem.n)):
+        allowed, x = prob.candidate_rows
+        best, _ = mine.pick_rows(prob.problem.direction.name, x)
+        want.append(f"{100 * prob.tflops[allowed[best]] / prob.best:6.1f}%  {prob.problem.describe()}")
+    assert [ln[:len(w)] for ln, w in zip(lines[1:-1], want)] == want, p.stdout
     # the summary of the unrounded shares: within a rounding of the printed ones
     assert abs(float(lines[-1].split()[2].rstrip("%,")) - sum(picks) / 3) < 0.06, lines[-1]
     assert lines[-1].endswith(f"min {min(picks):.1f}% of 3"), lines[-1]
