@@ -490,3 +490,31 @@ def test_an_interrupt_while_compiling_drops_the_queue_and_the_reproducers(capsys
 def test_compile_all_keeps_the_order_of_its_configs():
     assert tune.compile_all(lambda i: f"why {i}" if i % 3 else None, list(range(10)), 4) == [
         None if i % 3 == 0 else f"why {i}" for i in range(10)]
+
+
+def test_each_problem_of_a_list_has_its_own_line_label():
+    """tune's progress and result lines name the problem; a list's dilated, grouped, padded
+    or NCHW twin of a layer must not read like the layer itself (the fortieth session's log
+    showed two different bwd_weight problems as one)."""
+    base = ["--operation", "conv2d_bwd_weight", "-t", "f16", "-batchsize", "64", "-in_channels",
+            "256", "-out_channels", "256", "-in_h", "64", "-in_w", "64", "-fil_h", "3", "-fil_w",
+            "3", "-padding_h", "1", "-padding_w", "1", "-in_layout", "nhwc", "-fil_layout",
+            "kyxc", "-out_layout", "nhwk"]
+
+    def label(*change):
+        argv = list(base)
+        for flag, value in zip(change[::2], change[1::2]):
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+            else:
+                argv += [flag, value]
+        return tune._short(cli.parse_tune(["--db", "x.sqlite", *argv])["configs"][0].problem)
+
+    assert label() == "bwd_weight f16 N64 C256 K256 64x64 3x3/s1 p1"
+    twins = [label(), label("-dilation_h", "2", "-dilation_w", "2", "-padding_h", "2", "-padding_w", "2"),
+             label("-dilation_h", "2", "-dilation_w", "2"), label("-groupsize", "32"),
+             label("-padding_h", "0", "-padding_w", "0"), label("-padding_w", "0"),
+             label("-conv_stride_w", "2"), label("-t", "bf16"), label("-in_w", "63"),
+             label("-in_layout", "nchw", "-fil_layout", "kcyx", "-out_layout", "nkhw")]
+    assert len(set(twins)) == len(twins), twins
+    assert "/d2" in twins[1] and "G32" in twins[3] and "/s1x2" in twins[6]

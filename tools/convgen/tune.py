@@ -278,9 +278,26 @@ def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult,
     result.note = "no measured config passed the reference check" if ok else "no config ran"
 
 
+_CHANNELS_LAST = {"input": "nhwgc", "filter": "gkyxc", "output": "nhwgk"}
+
+
 def _short(p) -> str:
-    return (f"{p.direction.name} {p.dtype.name} N{p.n} C{p.c * p.g} K{p.k * p.g} {p.hi}x{p.wi} "
-            f"{p.y}x{p.x}/s{p.stride_h}")
+    """The problem in a few words for tune's lines. Lists hold problems that differ in one
+    field alone (a dilated twin, a grouped one, an NCHW one), so each field is there when it
+    is not the usual value and two problems never read the same."""
+    pair = lambda a, b: f"{a}" if a == b else f"{a}x{b}"  # noqa: E731
+    pads = (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r)
+    words = [p.direction.name, p.dtype.name, f"N{p.n}", f"C{p.c * p.g}", f"K{p.k * p.g}"]
+    if p.g > 1:
+        words.append(f"G{p.g}")
+    shape = f"{p.y}x{p.x}/s{pair(p.stride_h, p.stride_w)}"
+    if (p.dil_h, p.dil_w) != (1, 1):
+        shape += f"/d{pair(p.dil_h, p.dil_w)}"
+    words += [f"{p.hi}x{p.wi}", shape,
+              f"p{pads[0]}" if len(set(pads)) == 1 else "p" + ",".join(map(str, pads))]
+    if p.layouts != _CHANNELS_LAST:
+        words.append("/".join(p.layouts[t] for t in ("input", "filter", "output")))
+    return " ".join(words)
 
 
 def report_problem(r: TuneResult) -> None:
