@@ -35,7 +35,9 @@ TUNED = re.compile(r"^# convgen tune: (\w+ .*?): (\d+) timed, .* ([0-9.]+) s; ")
 
 
 def _seconds(log: str | None) -> dict[str, float]:
-    """{problem (tune's short text): seconds} of the problems a tune log says it timed."""
+    """{problem (tune's short text): seconds} of the problems a tune log says it timed. Both
+    logs must come from one version of tune's text: the fortieth session's added the groups,
+    dilation and padding to it, and an older log pairs with a newer one on no problem."""
     out = {}
     if log:
         with open(log, errors="replace") as f:

@@ -284,7 +284,8 @@ _CHANNELS_LAST = {"input": "nhwgc", "filter": "gkyxc", "output": "nhwgk"}
 def _short(p) -> str:
     """The problem in a few words for tune's lines. Lists hold problems that differ in one
     field alone (a dilated twin, a grouped one, an NCHW one), so each field is there when it
-    is not the usual value and two problems never read the same."""
+    is not the usual value and two problems never read the same (tune refuses 3-D ones, so
+    depth is not among them)."""
     pair = lambda a, b: f"{a}" if a == b else f"{a}x{b}"  # noqa: E731
     pads = (p.pad_h_l, p.pad_h_r, p.pad_w_l, p.pad_w_r)
     words = [p.direction.name, p.dtype.name, f"N{p.n}", f"C{p.c * p.g}", f"K{p.k * p.g}"]
