@@ -435,10 +435,8 @@ def test_folds_never_split_a_shape(problems):
         selector.group_folds(problems, len(fold_of_shape) + 1)
 
 
-def test_shuffled_folds_deal_whole_shapes_otherwise_and_as_evenly(problems):
+def test_shuffled_folds_deal_whole_shapes_otherwise(problems):
     canonical = selector.group_folds(problems, 5)
-    rows = lambda folds: sorted(sum(len(p.configs) for p, f in zip(problems, folds) if f == i)
-                                for i in range(5))
     dealt = [selector.group_folds(problems, 5, shuffle=seed) for seed in (1, 2)]
     assert dealt[0] == selector.group_folds(problems, 5, shuffle=1)   # a seed is one assignment
     assert dealt[0] != canonical and dealt[0] != dealt[1]
@@ -446,10 +444,37 @@ def test_shuffled_folds_deal_whole_shapes_otherwise_and_as_evenly(problems):
         fold_of_shape = {}
         for prob, f in zip(problems, folds):
             assert fold_of_shape.setdefault(prob.shape, f) == f, prob.shape
-        # each group into the fold with the fewest rows: no fold more than a group's rows
-        # above another
-        biggest = max(sum(len(p.configs) for p in problems if p.shape == one) for one in fold_of_shape)
-        assert rows(folds)[-1] - rows(folds)[0] <= biggest
+
+
+@pytest.mark.parametrize("group", ["shape", "layer"])
+@pytest.mark.parametrize("seed", [None, 3])
+def test_a_group_keeps_its_fold_whatever_else_the_database_holds(problems, group, seed):
+    """Two sessions' evaluations differ by their data and model, not by a new deal: a group
+    added to (or gone from) the database moves no other group to another fold."""
+    key = selector.GROUPINGS[group]
+    whole = dict(zip(map(key, problems), selector.group_folds(problems, 5, group, seed)))
+    groups = sorted(whole)
+    for kept in (groups[::2], groups[1::2], groups[len(groups) // 3:]):
+        part = [p for p in problems if key(p) in set(kept)]
+        assert dict(zip(map(key, part), selector.group_folds(part, 5, group, seed))) == \
+            {g: whole[g] for g in kept}
+    # and the order the problems come in does not matter either
+    again = list(reversed(problems))
+    assert dict(zip(map(key, again), selector.group_folds(again, 5, group, seed))) == whole
+
+
+def test_cross_validation_skips_a_fold_that_judges_nothing(problems):
+    """Hashed folds of a few groups may leave one empty: no model is trained for it, and
+    every problem is still judged once."""
+    fold_of = dict(zip((p.shape for p in problems), selector.group_folds(problems, 4)))
+    # four shapes none of which hashes to fold 3 (a shape's fold is its own: the stability)
+    shapes = sorted(one for one, f in fold_of.items() if f != 3)[:4]
+    few = [p for p in problems if p.shape in set(shapes)]
+    folds = selector.group_folds(few, 4)
+    assert len(shapes) == 4 and 3 not in folds
+    rows, _ = selector._cross_validate(few, 4, 10, False)
+    assert sorted(r["problem"] for r in rows) == sorted(p.problem.describe() for p in few)
+    assert {r["fold"] for r in rows} == set(folds)
 
 
 def test_fold_splits_hold_out_every_problem_once_and_never_a_trained_shape(problems):
