@@ -1028,8 +1028,8 @@ SELECTOR_FLAGS = _table(
          "eval-selector: what a fold holds out whole: shape (a layer at one batch) or layer "
          "(a layer at every batch measured)", "shape"),
         ("shuffles", "shuffles", _nonneg,
-         "eval-selector: as many more cross-validations with the groups dealt into folds in "
-         "a seeded random order; prints and writes (`shuffled`) the mean of their numbers "
+         "eval-selector: as many more cross-validations with the groups dealt into folds by "
+         "a seeded hash (seeds 1, 2, ...); prints and writes (`shuffled`) the mean of their numbers "
          "with the first's", "0"),
         ("json", "json", _str, "eval-selector: write the evaluation here as JSON", "none"),
     ]))

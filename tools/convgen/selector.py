@@ -1316,7 +1316,7 @@ def main(command: str, args: dict) -> int:
             shuffled = result["shuffled"]
             report.say(f"eval-selector: the selector's mean / P10 / min averaged over "
                        f"{shuffled['assignments']} assignments of the {args['group']}s to folds "
-                       f"(the table's and {len(shuffled['seeds'])} shuffled): " + "; ".join(
+                       f"(the table's and {len(shuffled['seeds'])} seeded): " + "; ".join(
                            f"{name} " + " / ".join(f"{100 * one[k]:.2f}%" for k in ("mean", "p10", "min"))
                            for name, one in shuffled["families"].items()
                            if name in ("overall",) + DIRECTIONS))
