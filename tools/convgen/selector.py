@@ -940,7 +940,8 @@ def fold_splits(problems: list[Problem], folds: int, group: str = "shape",
                 shuffle: int | None = None, judged: list[Problem] | None = None):
     """Per fold f: (f, the indices of `problems` trained on, the indices of `judged` (default
     `problems`) held out), by group_folds. A judged problem whose group `problems` lacks is
-    in no fold's training set; fold 0 judges it. No group is ever on both sides."""
+    in no fold's training set; fold 0 judges it. No group is ever on both sides. A fold
+    that judges nothing (hashed folds of a few groups) is left out: no model for it."""
     key = GROUPINGS[group]
     fold_of = group_folds(problems, folds, group, shuffle)
     if judged is None:
@@ -951,6 +952,8 @@ def fold_splits(problems: list[Problem], folds: int, group: str = "shape",
     for f in range(folds):
         train_ix = [i for i, g in enumerate(fold_of) if g != f]
         test_ix = [i for i, g in enumerate(judged_fold) if g == f]
+        if not test_ix:
+            continue
         assert not {key(problems[i]) for i in train_ix} & {key(judged[i]) for i in test_ix}
         yield f, train_ix, test_ix
 
@@ -1052,8 +1055,6 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
                        if p.device not in judged_on}
     per_problem, select_s = [], []
     for f, train_ix, test_ix in fold_splits(problems, folds, group, shuffle, test):
-        if not test_ix:   # hashed folds of a few groups: this one judges nothing
-            continue
         train_set = [problems[i] for i in train_ix]
         test_set = [judged[i] for i in test_ix]
         model = Model.of(train(train_set, trees), {"arch": problems[0].device.arch})
