@@ -1031,6 +1031,19 @@ def test_rule_families_are_where_the_rule_won_on_enough_problems():
     assert selector.rule_families(rows) == ["depthwise"]
 
 
+def test_grouped_is_a_family_of_groups_of_several_channels_only():
+    def fams(g, c, n=32):
+        from convgen import cli
+        return selector.families_of(cli.parse([
+            "-operation", "conv2d_bwd_weight", "-t", "f16", f"-batchsize={n}", f"-groupsize={g}",
+            f"-in_channels={c}", f"-out_channels={c}", "-in_h=14", "-in_w=14", "-fil_h=3",
+            "-fil_w=3", "-padding_h=1", "-padding_w=1"]).problem)
+    assert fams(32, 512) == ["bwd_weight", "3x3", "grouped"]
+    assert fams(512, 512) == ["bwd_weight", "depthwise"]          # one channel a group
+    assert fams(1, 512, n=4) == ["bwd_weight", "3x3", "batch<=8"]
+    assert fams(2, 8) == ["bwd_weight", "stem", "grouped"]
+
+
 def test_one_layer_the_model_misjudges_does_not_give_its_family_the_rule():
     """The rule's mean is ahead only through one layer (two problems) the model got badly
     wrong; on the family's other problems the model is ahead: the model keeps the family.

@@ -973,7 +973,8 @@ def families(prob: Problem) -> list[str]:
 
 def families_of(p) -> list[str]:
     """The families of a ConvProblem: its direction, one of depthwise, stem (fewer than 16
-    input channels), 1x1, 3x3 or the filter's size, and batch<=8 for small batches."""
+    input channels), 1x1, 3x3 or the filter's size, then grouped for groups of more than one
+    channel (ResNeXt's, RegNet's) and batch<=8 for small batches."""
     out = [p.direction.name]
     if p.c == 1 and p.g > 1:
         out.append("depthwise")
@@ -985,6 +986,11 @@ def families_of(p) -> list[str]:
         out.append("3x3")
     else:
         out.append(f"{p.y}x{p.x}")
+    # Its own family, as its splits and per-group GEMMs are few in the data (and were the
+    # lowest picks of the forty-first session): the report shows it, rule_families can keep
+    # the rule there.
+    if p.g > 1 and p.c > 1:
+        out.append("grouped")
     if p.n <= 8:
         out.append("batch<=8")
     return out
