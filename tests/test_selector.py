@@ -1031,6 +1031,18 @@ def test_rule_families_are_where_the_rule_won_on_enough_problems():
     assert selector.rule_families(rows) == ["depthwise"]
 
 
+def test_a_family_where_the_rule_matched_the_model_everywhere_keeps_the_rule():
+    def row(fams, model, rule):
+        return {"families": fams, "model": model, "rule": rule}
+    tied = [row(["bwd_weight", "depthwise"], 1.0, 1.0)] * 5
+    assert selector.rule_families(tied) == ["bwd_weight", "depthwise"]
+    # one problem where the model is ahead: the model keeps the family
+    assert selector.rule_families(tied + [row(["bwd_weight", "depthwise"], 1.0, 0.9)]) == []
+    assert selector.rule_families(tied[:4]) == []                  # too few to judge
+    # the direction family, mostly other problems where the model wins, keeps the model
+    assert selector.rule_families(tied + [row(["bwd_weight", "1x1"], 0.95, 0.6)] * 6) == ["depthwise"]
+
+
 def test_grouped_is_a_family_of_groups_of_several_channels_only():
     def fams(g, c, n=32):
         from convgen import cli
