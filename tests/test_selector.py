@@ -1039,6 +1039,9 @@ def test_a_family_where_the_rule_matched_the_model_everywhere_keeps_the_rule():
     # one problem where the model is ahead: the model keeps the family
     assert selector.rule_families(tied + [row(["bwd_weight", "depthwise"], 1.0, 0.9)]) == []
     assert selector.rule_families(tied[:4]) == []                  # too few to judge
+    # as many wins as losses, and equal sums, is no tie: each side was ahead somewhere
+    f = ["bwd_weight", "depthwise"]
+    assert selector.rule_families(tied[:3] + [row(f, 0.9, 1.0), row(f, 1.0, 0.9)]) == []
     # the direction family, mostly other problems where the model wins, keeps the model
     assert selector.rule_families(tied + [row(["bwd_weight", "1x1"], 0.95, 0.6)] * 6) == ["depthwise"]
 

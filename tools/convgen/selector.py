@@ -796,7 +796,7 @@ def choose(problem, backend, given: str | None = ""):
     kept = model.rule_kept_for(problem)
     if kept:
         return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
-                      "problems (it beat the model in cross-validation)"), None
+                      "problems (it beat or tied the model in cross-validation)"), None
     import numpy as np
     space = kconfig.space(problem, backend)
     x = np.asarray(feature_rows(problem, space, device_of(backend)),
@@ -1015,16 +1015,17 @@ def direction_summaries(picks: list[tuple[str, float]]) -> dict:
     return out
 
 
-# A family where the fixed rule beat the model in cross-validation keeps the rule (the
-# seed's advice for its hardest family, tiny M): with fewer problems than this the
-# comparison says nothing.
+# A family where the fixed rule beat (or tied) the model in cross-validation keeps the
+# rule (the seed's advice for its hardest family, tiny M): with fewer problems than this
+# the comparison says nothing.
 MIN_FAMILY = 5
 
 
 def rule_families(per_problem: list[dict]) -> list[str]:
     """The families (of at least MIN_FAMILY problems) in which the rule beat the model in
-    cross-validation results (evaluate()'s per_problem): a higher mean efficiency, and
-    ahead on more of the family's problems than behind. The second guards against one
+    cross-validation results (evaluate()'s per_problem), or tied it on every problem
+    (below). Beating it takes a higher mean efficiency and being ahead on more of the
+    family's problems than behind. The second guards against one
     layer the model misjudges pulling a family's mean under the rule's: held out by layer,
     ResNet-50's 7x7 stem (38% at one batch, the rule 85-97%) did so for the stems in one
     fold, and that fold's other stems, where the model was ahead, then took the rule. The
@@ -1357,7 +1358,7 @@ def main(command: str, args: dict) -> int:
     t0 = time.perf_counter()
     boosters = train(problems, args["trees"] or TREES, warm)
     trees = max(b.num_trees() for b in boosters["speed"].values())
-    # the families where the rule beat the model in cross-validation keep the rule
+    # the families where the rule beat or tied the model in cross-validation keep the rule
     keep_rule = rule_families(_cross_validate(problems, args["folds"], args["trees"] or TREES,
                                               False)[0]) if len({p.shape for p in problems}) >= args["folds"] else []
     meta = {"arch": args["arch"], "problems": len(problems), "shapes": shapes, "rows": rows,
