@@ -998,6 +998,8 @@ def test_eval_and_train_commands_take_a_device(tmp_path, two_devices):
     (["train-selector", "--db", "/nonexistent/t.sqlite"], "does not exist"),
     (["eval-selector", "--arch", "gfx942", "--db", "{db}"], "has no measurements on gfx942"),
     (["eval-selector", "--db", "{db}", "--group", "batch"], "expected one of shape, layer"),
+    (["eval-selector", "--db", "{db}", "--folds", "1"], "-folds: cross-validation needs at least 2 folds, not 1"),
+    (["train-selector", "--db", "{db}", "--folds", "1"], "-folds: cross-validation needs at least 2 folds, not 1"),
     (["eval-selector", "--db", "{db}", "--device", "NVIDIA A100"],
      "no measurements on 'NVIDIA A100' (the database has: NVIDIA H100 80GB HBM3)"),
     (["eval-selector", "--db", "{db}", "--test_device", "NVIDIA H200"],

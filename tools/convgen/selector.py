@@ -1297,6 +1297,9 @@ def main(command: str, args: dict) -> int:
                            field="warm_start")
     if command == "train-selector" and args["test_device"] is not None:
         raise ConvgenError("only eval-selector judges picks on another device", field="test_device")
+    if args["folds"] < 2:   # one fold would hold everything out and train on nothing
+        raise ConvgenError(f"cross-validation needs at least 2 folds, not {args['folds']}",
+                           field="folds")
     problems = load_dataset(args["db"], args["arch"])
     if not problems:
         raise ConvgenError(f"the tuning database '{args['db']}' has no measurements on {args['arch']}")
