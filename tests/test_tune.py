@@ -487,6 +487,90 @@ def test_an_interrupt_while_compiling_drops_the_queue_and_the_reproducers(capsys
     assert len(started) < 20, f"{len(started)} of 60 compiled after the interrupt"
 
 
+def test_a_reproducer_printed_before_the_interrupt_is_dropped_too(capsys):
+    """The SIGINT can land on a compiling thread: its ptxas dies and Triton prints the
+    reproducer before the run's own thread sees the interrupt (the forty-third session's
+    first tune log still had one page of PTX)."""
+    def compile_one(i):
+        if i == 0:
+            print("ptxas failed with error code -2 ... please share the reproducer above")
+            time.sleep(0.1)   # printed; now the run's thread gets the interrupt
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            time.sleep(0.2)
+            return "PTXASError"
+        time.sleep(0.05)
+        return None
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tune.compile_all(compile_one, list(range(60)), 2)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert "reproducer" not in capsys.readouterr().out
+
+
+def test_what_compiles_print_still_shows_when_no_interrupt_comes(capsys):
+    def compile_one(i):
+        if i == 3:
+            print("ptxas failed with error code 255 ... please share the reproducer above")
+            return "PTXASError: ptxas failed with error code 255"
+        return None
+
+    assert tune.compile_all(compile_one, list(range(8)), 2)[3].startswith("PTXASError")
+    assert "error code 255" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("message, stopped", [
+    ("`ptxas` failed with error code -2\n`ptxas` stderr:\n", True),    # Ctrl-C, timeout -s INT
+    ("`ptxas` failed with error code -15\n`ptxas` stderr:\n", True),   # timeout's TERM
+    ("`ptxas` failed with error code 255\n`ptxas` stderr:\n", False),  # the config's own
+    ("`ptxas` raised SIGSEGV\n", False),
+    ("out of resource: shared memory", False),
+])
+def test_a_compiler_killed_by_the_stop_is_no_failure_of_the_config(message, stopped):
+    """A config whose ptxas the run's own stop killed must not be recorded invalid (a
+    resumed run would skip it for good): its compile stops the run instead."""
+    class PTXASError(RuntimeError):
+        pass
+
+    assert tune.stopped_compile(PTXASError(message)) is stopped
+
+
+def test_a_config_whose_ptxas_the_stop_killed_stops_the_run_unrecorded(tmp_path, monkeypatch):
+    """The GPU's compile path, on the CPU: a warmup failing as a ptxas killed by SIGINT
+    stops the tune, and no config is recorded invalid (a resumed run would skip it)."""
+    from types import SimpleNamespace
+
+    from convgen import backend as backends
+    from convgen.kernels import launch
+
+    real = current()
+
+    class Compiling:   # the interpreter's backend, but compiling as a GPU's does
+        interpreter = False
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    class PTXASError(RuntimeError):
+        pass
+
+    def warmup(**kw):
+        raise PTXASError("`ptxas` failed with error code -2\n`ptxas` stderr:\n")
+
+    monkeypatch.setattr(backends, "current", Compiling)
+    monkeypatch.setattr(launch, "launch_spec", lambda *a, **k: SimpleNamespace(
+        kernel=SimpleNamespace(warmup=warmup), runtime={}, constexprs={}, grid=None))
+    db = str(tmp_path / "t.sqlite")
+    args = cli.parse_tune(["--db", db, "--allow-cpu", *PROBLEM])
+    with pytest.raises(KeyboardInterrupt):
+        tune.tune(args["configs"], db, jobs=2, allow_cpu=True, progress=False)
+    with TuningDB(db, readonly=True) as t:
+        assert not [v for v in t.measured(_key(args["configs"][0])).values()
+                    if v[0] == "invalid" and "ptxas" in (v[2] or "")]
+
+
 def test_compile_all_keeps_the_order_of_its_configs():
     assert tune.compile_all(lambda i: f"why {i}" if i % 3 else None, list(range(10)), 4) == [
         None if i % 3 == 0 else f"why {i}" for i in range(10)]

@@ -19,6 +19,9 @@ import contextlib
 import dataclasses
 import io
 import os
+import re
+import signal
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -130,6 +133,8 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
             spec.kernel.warmup(**spec.runtime, **spec.constexprs, grid=spec.grid,
                                **be.compile_options(cfg.compile_options()))
         except Exception as e:   # noqa: BLE001 - recorded; anything else surfaces at launch
+            if stopped_compile(e):
+                raise KeyboardInterrupt from e   # never recorded as the config's failure
             return triton_failure(e) or f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
         return None
 
@@ -179,18 +184,36 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
 def compile_all(compile_one, configs: list, jobs: int) -> list:
     """[compile_one(cfg) for cfg in configs], `jobs` at a time. On an interrupt the configs
     not started are dropped rather than compiled before the run can stop, and what the
-    running ones print is dropped too: a terminal's Ctrl-C (and `timeout -s INT`) reaches
+    compiles printed is dropped too: a terminal's Ctrl-C (and `timeout -s INT`) reaches
     their ptxas as well, and Triton prints a killed ptxas's whole PTX as a reproducer
-    (1,200 lines a config on sm90) before `convgen: interrupted`."""
+    (1,200 lines a config on sm90) before `convgen: interrupted`. The signal may land on a
+    compiling thread, which then prints before the run's thread sees the interrupt, so
+    what they print is held until all have finished and shown only if none was stopped."""
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    printed = io.StringIO()
     try:
-        return list(pool.map(compile_one, configs))
+        with contextlib.redirect_stdout(printed):
+            return list(pool.map(compile_one, configs))
     except KeyboardInterrupt:
+        printed = None
         with contextlib.redirect_stdout(io.StringIO()):
             pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
         pool.shutdown(wait=True)
+        if printed is not None:
+            sys.stdout.write(printed.getvalue())
+
+
+# ptxas's exit as Triton words it; a negative code is the signal that killed it
+_PTXAS_EXIT = re.compile(r"`ptxas` failed with error code (-?\d+)")
+
+
+def stopped_compile(e: BaseException) -> bool:
+    """Whether a compile failed because the run is being stopped (its ptxas killed by the
+    SIGINT or SIGTERM that stops the run) rather than because of its config."""
+    m = _PTXAS_EXIT.search(str(e))
+    return bool(m) and -int(m.group(1)) in (signal.SIGINT, signal.SIGTERM)
 
 
 def _time(run, be) -> tuple[float, str | None]:
