@@ -362,6 +362,26 @@ def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():
                for d in ("fwd", "bwd_data", "bwd_weight"))
 
 
+def test_the_grouped_bwd_weight_list_is_its_generator_less_what_was_measured():
+    """tuning/grouped-bwd-weight.lines is models.grouped_bwd_weight_set in its order, less
+    problems the database held when it was written (every one of those is in it now)."""
+    import sqlite3
+
+    from convgen import models
+    made = [(tuple(layer), batch, "bwd_weight") for _, layer, batch, _ in models.grouped_bwd_weight_set()]
+    assert made and all(layer[6] > 1 and layer[0] // layer[6] > 1 for layer, *_ in made)
+    assert not set(made) & models.listed_problems() and len(set(made)) == len(made)
+    listed = _lines_problems("grouped-bwd-weight.lines")
+    assert listed == [m for m in made if m in set(listed)], "not the generator's order"
+    assert set(listed) <= set(made)
+    with sqlite3.connect(f"file:{TUNING / 'tuning.sqlite'}?mode=ro", uri=True) as db:
+        held = {(n, c, k, g, h, y, s) for n, c, k, g, h, y, s in db.execute(
+            "SELECT DISTINCT n, c, k, g, h, y, stride_h FROM problems WHERE direction = 'bwd_weight'")}
+    left_out = [m for m in made if m not in set(listed)]
+    assert all((batch, layer[0], layer[1], layer[6], layer[2], layer[3], layer[4]) in held
+               for layer, batch, _ in left_out)
+
+
 def test_the_later_networks_add_only_new_shapes_and_match_their_lines_file():
     """The networks after models.FIRST_NETWORKS widen the training set with shapes no
     earlier table has (a repeated shape would be the same problem measured twice), leave

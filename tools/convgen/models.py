@@ -398,6 +398,33 @@ def wide_3x3_set() -> list[tuple]:
     return extra_batches_set(wide_3x3, WIDE_3X3_BATCHES)
 
 
+# Batches added for bwd_weight of the grouped layers (tuning/grouped-bwd-weight.lines):
+# the forty-first session's lowest H100 picks were ResNeXt-50's grouped 3x3 bwd_weight,
+# with 41 grouped bwd_weight problems in the database; the batches the selector set uses
+# come last, so a list cut short holds the new ones first.
+GROUPED_BATCHES = (64, 16, 192, 4, 96, 8, 32, 128, 2, 48, 24)
+
+
+def grouped_bwd_weight_set() -> list[tuple]:
+    """(network, layer, batch, type) of every layer whose groups hold more than one
+    channel (grouped, not depthwise), at each of GROUPED_BATCHES in turn (halved as
+    _fit_batch does; a batch met before is dropped), less what listed_problems holds in
+    bwd_weight; f16, the networks in table order within a batch. The lines file left out
+    what the database held as well (scripts/weak-picks' measured())."""
+    listed = listed_problems()
+    seen = set()
+    out = []
+    for batch in GROUPED_BATCHES:
+        for net, layers in NETWORKS.items():
+            for layer in layers:
+                c, g = layer[0], layer[6]
+                key = (tuple(layer), _fit_batch(layer, batch))
+                if g > 1 and c // g > 1 and key not in seen and (*key, "bwd_weight") not in listed:
+                    seen.add(key)
+                    out.append((net, layer, key[1], "f16"))
+    return out
+
+
 def listed_problems() -> set[tuple]:
     """(layer, batch, direction) of every problem the lists above give the tuning runs:
     the selector set and the unaligned 1x1 batches in all three directions, the wide 3x3
