@@ -400,17 +400,20 @@ def wide_3x3_set() -> list[tuple]:
 
 # Batches added for bwd_weight of the grouped layers (tuning/grouped-bwd-weight.lines):
 # the forty-first session's lowest H100 picks were ResNeXt-50's grouped 3x3 bwd_weight,
-# with 41 grouped bwd_weight problems in the database; the batches the selector set uses
-# come last, so a list cut short holds the new ones first.
+# with 41 grouped bwd_weight problems in the database. The batches the selector set spreads
+# over its layers (8, 32, 128) come after five it never uses, so a list cut short holds
+# mostly new batches; they still add problems, as the set takes each layer at one batch.
 GROUPED_BATCHES = (64, 16, 192, 4, 96, 8, 32, 128, 2, 48, 24)
 
 
 def grouped_bwd_weight_set() -> list[tuple]:
     """(network, layer, batch, type) of every layer whose groups hold more than one
     channel (grouped, not depthwise), at each of GROUPED_BATCHES in turn (halved as
-    _fit_batch does; a batch met before is dropped), less what listed_problems holds in
-    bwd_weight; f16, the networks in table order within a batch. The lines file left out
-    what the database held as well (scripts/weak-picks' measured())."""
+    _fit_batch does; a (layer, batch) met before, a repeated layer or a batch halved onto
+    another, is dropped), less what listed_problems holds in bwd_weight; f16, the networks
+    in table order within a batch. tuning/grouped-bwd-weight.lines left out what the
+    database and the other tuning/*.lines held as well (scripts/weak-picks' measured()
+    and listed_in())."""
     listed = listed_problems()
     seen = set()
     out = []
@@ -426,7 +429,8 @@ def grouped_bwd_weight_set() -> list[tuple]:
 
 
 def listed_problems() -> set[tuple]:
-    """(layer, batch, direction) of every problem the lists above give the tuning runs:
+    """(layer, batch, direction) of every problem the lists above give the tuning runs
+    (grouped_bwd_weight_set excepted: it is made from what this leaves out):
     the selector set and the unaligned 1x1 batches in all three directions, the wide 3x3
     batches in bwd_weight alone (tuning/wide-3x3-bwd-weight.lines)."""
     out = set()

@@ -192,15 +192,17 @@ def compile_all(compile_one, configs: list, jobs: int) -> list:
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     printed = io.StringIO()
     try:
+        # the redirect spans the shutdown too: a compile still running while the pool
+        # drains (or a second Ctrl-C there) prints into the held text, not the terminal
         with contextlib.redirect_stdout(printed):
-            return list(pool.map(compile_one, configs))
+            try:
+                return list(pool.map(compile_one, configs))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
     except KeyboardInterrupt:
         printed = None
-        with contextlib.redirect_stdout(io.StringIO()):
-            pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
-        pool.shutdown(wait=True)
         if printed is not None:
             sys.stdout.write(printed.getvalue())
 
@@ -211,7 +213,10 @@ _PTXAS_EXIT = re.compile(r"`ptxas` failed with error code (-?\d+)")
 
 def stopped_compile(e: BaseException) -> bool:
     """Whether a compile failed because the run is being stopped (its ptxas killed by the
-    SIGINT or SIGTERM that stops the run) rather than because of its config."""
+    SIGINT of Ctrl-C or `timeout -s INT`, or by a SIGTERM sent to ptxas itself: convgen
+    has no SIGTERM handler, so a TERM to the whole process group ends Python first) rather
+    than because of its config (a SIGKILL, say the kernel's OOM killer on a config's huge
+    PTX, stays the config's)."""
     m = _PTXAS_EXIT.search(str(e))
     return bool(m) and -int(m.group(1)) in (signal.SIGINT, signal.SIGTERM)
 
