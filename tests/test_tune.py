@@ -490,18 +490,22 @@ def test_a_tune_line_parses_back_to_its_layer(direction):
     assert p.layouts["input"] == "nhwgc"   # channels innermost (the group dimension added)
 
 
-def test_an_interrupt_while_compiling_drops_the_queue_and_the_reproducers(capsys):
-    """Ctrl-C reaches ptxas too, and Triton prints each killed compile's PTX: the run stops
-    without compiling the rest of the queue and without those pages."""
+def _compile_all_interrupted(print_first: bool) -> list:
+    """tune.compile_all over 60 configs, 2 at a time, where config 0's ptxas dies of the
+    terminal's SIGINT and Triton prints its reproducer: after the run's thread got the
+    interrupt, or (print_first) before it. -> the configs started."""
     started = []
 
     def compile_one(i):
         started.append(i)
-        if i == 0:   # the terminal's SIGINT, while this config's ptxas runs
+        if i == 0:
+            if print_first:
+                print("ptxas failed with error code -2 ... please share the reproducer above")
             time.sleep(0.1)   # the workers started, the run waiting for the first result
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
             time.sleep(0.2)
-            print("ptxas failed with error code -2 ... please share the reproducer above")
+            if not print_first:
+                print("ptxas failed with error code -2 ... please share the reproducer above")
             return "PTXASError"
         time.sleep(0.05)
         return None
@@ -512,6 +516,13 @@ def test_an_interrupt_while_compiling_drops_the_queue_and_the_reproducers(capsys
             tune.compile_all(compile_one, list(range(60)), 2)
     finally:
         signal.signal(signal.SIGINT, old)
+    return started
+
+
+def test_an_interrupt_while_compiling_drops_the_queue_and_the_reproducers(capsys):
+    """Ctrl-C reaches ptxas too, and Triton prints each killed compile's PTX: the run stops
+    without compiling the rest of the queue and without those pages."""
+    started = _compile_all_interrupted(print_first=False)
     assert "reproducer" not in capsys.readouterr().out
     assert len(started) < 20, f"{len(started)} of 60 compiled after the interrupt"
 
@@ -520,22 +531,7 @@ def test_a_reproducer_printed_before_the_interrupt_is_dropped_too(capsys):
     """The SIGINT can land on a compiling thread: its ptxas dies and Triton prints the
     reproducer before the run's own thread sees the interrupt (the forty-third session's
     first tune log still had one page of PTX)."""
-    def compile_one(i):
-        if i == 0:
-            print("ptxas failed with error code -2 ... please share the reproducer above")
-            time.sleep(0.1)   # printed; now the run's thread gets the interrupt
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-            time.sleep(0.2)
-            return "PTXASError"
-        time.sleep(0.05)
-        return None
-
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            tune.compile_all(compile_one, list(range(60)), 2)
-    finally:
-        signal.signal(signal.SIGINT, old)
+    _compile_all_interrupted(print_first=True)
     assert "reproducer" not in capsys.readouterr().out
 
 
