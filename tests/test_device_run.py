@@ -35,7 +35,9 @@ def test_a_tune_ends_before_the_call_limit_and_sends_the_database_back(tmp_path)
     # 25 s, and the interrupt's wind-down and the database's copy
     assert took < 60, f"tune ran {took:.0f} s; its cut is 25 s"
     log = (out / "tune.log").read_text()
-    assert "convgen tune:" in log
+    # a problem's summary line, or the cut's: under 14 test workers on the H200 the first
+    # problem's 17 cold compiles outlasted the 25 s, and its rows still came back
+    assert "convgen tune:" in log or "convgen: interrupted" in log, log[-500:]
     if os.environ.get("TRITON_INTERPRET") == "1":   # a GPU may finish the list in the 25 s
         assert "interrupted" in log, "the list should have outlasted the cut"
     back = tmp_path / "back.sqlite"
