@@ -734,20 +734,19 @@ def test_a_run_selects_without_importing_the_lightgbm_package(tmp_path, model):
     slow file system. A run loads the library alone (lgbm_c)."""
     path = str(tmp_path / "sm90.json")
     model.save(path)
-    code = ("import sys, time; from convgen import selector; from convgen.backend import Backend; "
+    code = ("import sys; from convgen import selector; from convgen.backend import Backend; "
             "from convgen.problem import make_problem; from convgen import dtypes; "
             "p = make_problem(direction='fwd', dtype=dtypes.elem_type('f16'), n=8, g=1, c_total=64, "
             "k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1), "
             "layouts={'input': 'nhwc', 'filter': 'kyxc', 'output': 'nhwk'}); "
             "Backend.device_name = lambda self: 'NVIDIA H100 80GB HBM3'; Backend.units = lambda self: 132; "
-            "t = time.perf_counter(); m = selector.load(sys.argv[1]); load = time.perf_counter() - t; "
+            "selector.load(sys.argv[1]); "
             "cfg, tflops, _ = selector.choose(p, Backend('cuda', 'sm90', 32), sys.argv[1]); "
-            "print(cfg is not None, tflops > 0, 'lightgbm' in sys.modules, 'scipy' in sys.modules, load)")
+            "print(cfg is not None, tflops > 0, 'lightgbm' in sys.modules, 'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    found, positive, package, scipy, load = out.stdout.split()
-    assert (found, positive, package, scipy) == ("True", "True", "False", "False")
-    assert float(load) < 2.0   # generous for a loaded CI machine; docs/config-selection.md has the measurement
+    # how long the load takes is benchmarks/bench_selector.py's to say, not a test's
+    assert out.stdout.split() == ["True", "True", "False", "False"]
 
 
 def test_model_file_round_trips(tmp_path, problems, model):
