@@ -13,11 +13,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_conv  # noqa: E402
+import bench_conv  # noqa: E402 (puts tools/ on the path)
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+from convgen import tuning_db  # noqa: E402
 
 from convgen.kernels.common import tile_ids  # noqa: E402
 
@@ -69,7 +71,7 @@ def main():
     be = bench_conv.current()
     name = torch.cuda.get_device_name()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    db = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning", "tuning.sqlite")
+    db = tuning_db.resolve("")   # the local store of tuning/data
     rows = []
     for layer in bench_conv.RESNET50:
         c, k, hw, f, s, pad, g = layer

@@ -23,7 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import selector  # noqa: E402
+from convgen import selector, tuning_db  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 
@@ -42,7 +42,7 @@ def of_layers(prob: selector.Problem, layers: set) -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    ap.add_argument("--db", default="", help="the tuning database (default: the local store of tuning/data)")
     ap.add_argument("--hold", type=layer, action="append", required=True,
                     help="a layer held out of the training and judged (C,K,H; repeatable)")
     ap.add_argument("--drop", type=layer, action="append", default=[],
@@ -50,7 +50,7 @@ def main() -> int:
     ap.add_argument("--test_device", default="NVIDIA H100 80GB HBM3")
     args = ap.parse_args()
     held, dropped = set(args.hold), set(args.drop)
-    problems = selector.load_dataset(args.db, "sm90")
+    problems = selector.load_dataset(tuning_db.resolve(args.db), "sm90")
     train = [p for p in problems if not of_layers(p, held | dropped)]
     # a GPU the database lacks: one error line
     judged = [p for p in selector.on_device(problems, args.test_device, "test_device")

@@ -5,8 +5,7 @@
 
 The H100's lowest held-out picks mostly have the best config, or one within 2% of it,
 second or third in the model's order, and another batch of their layer measured. Two
-kinds of rule try to reach it (docs/config-selection.md, "What moved it", thirty-third
-session):
+kinds of rule try to reach it (docs/config-selection.md, "Model settings"):
 
 - the layer's measured neighbours as a vote: the best config of the nearest batch of the
   same layer (same GPU, training folds only) where it is among the model's first K; or the
@@ -31,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import selector as S  # noqa: E402
+from convgen import selector as S, tuning_db  # noqa: E402
 from convgen.errors import script_main  # noqa: E402
 
 FIRST = 8   # how far down the model's order any rule looks
@@ -87,9 +86,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="NVIDIA H100 80GB HBM3", help="the GPU whose problems are judged")
     ap.add_argument("--shuffles", type=int, default=0, help="seeded assignments after the canonical one")
-    ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    ap.add_argument("--db", default="", help="the tuning database (default: the local store of tuning/data)")
     args = ap.parse_args()
-    probs = S.load_dataset(args.db, "sm90")
+    probs = S.load_dataset(tuning_db.resolve(args.db), "sm90")
     judged = S.on_device(probs, args.device, "device")   # one it lacks: one error line
     picks = rules()
     runs = {name: [] for name in picks}

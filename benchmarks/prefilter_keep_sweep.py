@@ -10,7 +10,8 @@ kept is fewer tree walks. For each of the 1 + N assignments of the shapes to 5 f
 problem among its rankable configs of short chains with each value of --keep (no
 validation: the values are compared, not a run's pick reproduced). Prints the mean, P10
 and min of the picks' efficiency, overall and per direction, averaged over the
-assignments. --test_device judges only that GPU's held-out problems. The seventeenth session's: docs/data/selector-prefilter-keep.log.
+assignments. --test_device judges only that GPU's held-out problems. The numbers behind
+PREFILTER_KEEP: docs/config-selection.md, "Model settings".
 """
 import argparse
 import os
@@ -20,7 +21,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import selector as S  # noqa: E402
+from convgen import selector as S, tuning_db  # noqa: E402
 from convgen.errors import script_main  # noqa: E402
 
 
@@ -28,11 +29,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=int, nargs="+", default=[4, 8, 12, 16])
     ap.add_argument("--shuffles", type=int, default=6)
-    ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    ap.add_argument("--db", default="", help="the tuning database (default: the local store of tuning/data)")
     ap.add_argument("--test_device", help="judge only this GPU's held-out picks (every "
                     "device's problems still train), as eval-selector --test_device does")
     args = ap.parse_args()
-    probs = S.load_dataset(args.db, "sm90")
+    probs = S.load_dataset(tuning_db.resolve(args.db), "sm90")
     # the held-out problems whose picks count (all, or one GPU's; one it lacks: one error line)
     judged = S.on_device(probs, args.test_device, "test_device")
     t0 = time.time()

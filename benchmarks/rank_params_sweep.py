@@ -8,14 +8,14 @@ script's own: "_trees" (the ranking model's trees, default selector.rank_trees(T
 "_ens" (that many models of _trees / _ens trees each, seeds 1.., their scores
 summed; LightGBM's seeds set per member) and "_qw" (["near", a]: each problem's rows
 weighted 1 + a / its configs within 5% of its best; ["gap", a]: 1 + a x (1 - its second
-best / its best); ["top5", a]: 1 + a x (1 - the mean of the next five / its best); the
-twenty-fifth session's try, docs/config-selection.md). --test_device judges only that GPU's
+best / its best); ["top5", a]: 1 + a x (1 - the mean of the next five / its best), against
+the unweighted rows). --test_device judges only that GPU's
 held-out problems. Each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds)
 trains on four folds and picks, for every held-out problem, the config of the highest
 score among its rankable configs of short chains (no prefilter, no validation: the
 parameters are compared, not a run's pick reproduced). Prints the mean, P10 and min of
 the picks' efficiency, overall and per direction, averaged over the assignments.
-The sixteenth session's sweep: docs/data/selector-rank-params-sweep.log.
+The numbers behind RANK_PARAMS: docs/config-selection.md, "Model settings".
 """
 import argparse
 import json
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import numpy as np  # noqa: E402
 
-from convgen import selector as S  # noqa: E402
+from convgen import selector as S, tuning_db  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def main() -> int:
     ap.add_argument("params", nargs="?", default="{}")
     ap.add_argument("--shuffles", type=int, default=6)
     ap.add_argument("--group", default="shape", choices=sorted(S.GROUPINGS))
-    ap.add_argument("--db", default=os.path.join(ROOT, "tuning", "tuning.sqlite"))
+    ap.add_argument("--db", default="", help="the tuning database (default: the local store of tuning/data)")
     ap.add_argument("--test_device", help="judge only this GPU's held-out problems (every "
                     "device's still train), as eval-selector --test_device does")
     args = ap.parse_args()
@@ -71,7 +71,7 @@ def main() -> int:
         raise ConvgenError(f"_qw: expected [{' | '.join(map(json.dumps, QUERY_WEIGHTS))}, a number], "
                           f"got {json.dumps(qw)}")
     params = {**S.RANK_PARAMS, **variant}
-    probs = S.load_dataset(args.db, "sm90")
+    probs = S.load_dataset(tuning_db.resolve(args.db), "sm90")
     # the held-out problems whose picks count (all, or one GPU's; one it lacks: one error line)
     judged = S.on_device(probs, args.test_device, "test_device")
     x_all, _, relevance, groups = S._matrix(probs)

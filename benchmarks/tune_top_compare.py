@@ -1,10 +1,10 @@
 """How close `convgen tune --top K` comes to a search of the whole space, on the same GPU.
 
-    python benchmarks/tune_top_compare.py --top TOP.sqlite --whole tuning/tuning.sqlite \
+    python benchmarks/tune_top_compare.py --top TOP.sqlite [--whole DB] \
         --model MODEL.json [--json docs/data/tune-top6-h100.json]
 
 TOP.sqlite is a database that `convgen tune --top K` filled from nothing; the whole
-database holds the same problems searched whole. MODEL.json is the model the --top run
+database (by default the local store of tuning/data) holds the same problems searched whole. MODEL.json is the model the --top run
 ranked with: the script ranks each problem again with it (selector.ranked, on the CPU, as
 that GPU's run would) and refuses a model whose first K are not the configs the --top
 run measured. For every problem in both, it reports:
@@ -27,7 +27,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import report, selector  # noqa: E402
+from convgen import report, selector, tuning_db  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
 from convgen.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key  # noqa: E402
 
@@ -36,8 +36,8 @@ TUNED = re.compile(r"^# convgen tune: (\w+ .*?): (\d+) timed, .* ([0-9.]+) s; ")
 
 def _seconds(log: str | None) -> dict[str, float]:
     """{problem (tune's short text): seconds} of the problems a tune log says it timed. Both
-    logs must come from one version of tune's text: the fortieth session's added the groups,
-    dilation and padding to it, and an older log pairs with a newer one on no problem."""
+    logs must come from one version of tune's text (one that names the groups, dilation and
+    padding pairs with an older one on no problem)."""
     out = {}
     if log:
         with open(log, errors="replace") as f:
@@ -88,7 +88,8 @@ def compare(top_path: str, whole_path: str, model_path: str, skipped: list | Non
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", required=True, help="the database convgen tune --top filled")
-    ap.add_argument("--whole", required=True, help="a database with the same problems searched whole")
+    ap.add_argument("--whole", default="", help="a database with the same problems searched whole "
+                    "(default: the local store of tuning/data)")
     ap.add_argument("--model", required=True, help="the model file the --top run ranked with")
     ap.add_argument("--top-log", help="the --top run's convgen tune output (for its seconds)")
     ap.add_argument("--whole-log", help="the whole search's convgen tune output")
@@ -96,7 +97,7 @@ def main() -> int:
     args = ap.parse_args()
     skipped = []
     try:
-        rows = compare(args.top, args.whole, args.model, skipped)
+        rows = compare(args.top, tuning_db.resolve(args.whole), args.model, skipped)
     except ConvgenError as e:
         print(f"tune_top_compare: error: {e}", file=sys.stderr)
         return 2

@@ -1,10 +1,9 @@
 """scripts/device-run's time guard: a device call is killed at its limit, and a tune killed
-with it returns no database, so every tune step ends in time to send the database back
-(the fortieth session lost a tune that way, after tests that ran long)."""
-import gzip
+with it returns nothing, so every tune step ends in time to export what it measured (a
+call lost a whole tune that way, after tests that ran long)."""
 import os
 import pathlib
-import sqlite3
+import re
 import subprocess
 import time
 
@@ -18,7 +17,7 @@ LINE = ("--operation conv2d -t f16 -batchsize={n} -in_channels=24 -out_channels=
         "-out_layout=nhwk")
 
 
-def test_a_tune_ends_before_the_call_limit_and_sends_the_database_back(tmp_path):
+def test_a_tune_ends_before_the_call_limit_and_sends_its_rows_back(tmp_path):
     lines = tmp_path / "list.lines"
     lines.write_text("".join(LINE.format(n=n) + "\n" for n in range(2, 26)))
     out, db = tmp_path / "out", tmp_path / "t.sqlite"
@@ -32,7 +31,7 @@ def test_a_tune_ends_before_the_call_limit_and_sends_the_database_back(tmp_path)
     subprocess.run([str(ROOT / "scripts/device-run"), "tune"], env=env, cwd=ROOT,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=400)
     took = time.monotonic() - t0
-    # 25 s, and the interrupt's wind-down and the database's copy
+    # 25 s, and the interrupt's wind-down and the export
     assert took < 60, f"tune ran {took:.0f} s; its cut is 25 s"
     log = (out / "tune.log").read_text()
     # a problem's summary line, or the cut's: under 14 test workers on the H200 the first
@@ -40,11 +39,16 @@ def test_a_tune_ends_before_the_call_limit_and_sends_the_database_back(tmp_path)
     assert "convgen tune:" in log or "convgen: interrupted" in log, log[-500:]
     if os.environ.get("TRITON_INTERPRET") == "1":   # a GPU may finish the list in the 25 s
         assert "interrupted" in log, "the list should have outlasted the cut"
-    back = tmp_path / "back.sqlite"
-    back.write_bytes(gzip.decompress((out / "tuning.sqlite.gz").read_bytes()))
-    with sqlite3.connect(back) as con:
-        assert con.execute("pragma integrity_check").fetchone() == ("ok",)
-        assert con.execute("select count(*) from measurement_rows").fetchone()[0] > 0
+    exported = (out / "tuning-export.log").read_text()
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        # the interpreter's times never reach the tracked data: the export saw the rows the
+        # stopped tune committed, and left them out
+        m = re.search(r"(\d+) row\(s\) of the interpreter left out", exported)
+        assert m and int(m.group(1)) > 0, exported
+    else:
+        from convgen import tuning_text
+        files = tuning_text.data_files(str(out))
+        assert files and sum(1 for f in files for _ in tuning_text.read_batch(f)) > 0, exported
 
 
 @pytest.mark.parametrize("name, value", [("TUNE_SECONDS", "5m"), ("DEVICE_SECONDS", "9.5")])

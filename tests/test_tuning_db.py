@@ -14,10 +14,11 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_db import (SHAPE_COLUMNS, Best, TuningDB, fold_log, in_wal_mode, problem_from_key,
-                               problem_key)
+from convgen.tuning_db import (SCHEMA_VERSION, SHAPE_COLUMNS, Best, TuningDB, fold_log, in_wal_mode,
+                               problem_from_key, problem_key)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCHEMA_VERSION_TEXT = str(SCHEMA_VERSION)
 
 
 def _key(direction="fwd", n=256, arch="sm90", kernel="0123456789ab", **kw):
@@ -138,7 +139,7 @@ def test_a_version_2_file_reads_as_whole_searches_and_its_first_writer_upgrades_
         assert db.best(key) == Best("block_m=64", 1.0, 1.0, "gpu reference [1 1 1]", "2026-01-02T03:04:05", "space")
         db.set_best(_key(n=32), "block_m=128", 1.0, 2.0, "gpu reference [1 1 1]",
                     searched="the first 6 of 40 ranked by sm90.json")
-    assert _version(path) == "4"
+    assert _version(path) == SCHEMA_VERSION_TEXT
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         assert sorted(con.execute("SELECT n, searched FROM best")) == [
             (32, "the first 6 of 40 ranked by sm90.json"), (256, "space")]
@@ -166,7 +167,7 @@ def test_a_version_3_file_is_read_as_it_is_and_its_first_writer_stores_it_by_num
         assert db.dump() == dump   # every row and every time, to the second
         assert db.timed_before(k1, "2026-01-02T03:04:06") == ["block_m=64"]
         assert db.best(k2).searched == "the first 6"
-    assert _version(path) == "4"
+    assert _version(path) == SCHEMA_VERSION_TEXT
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert con.execute("SELECT count(*) FROM problems").fetchone() == (2,)
@@ -185,6 +186,37 @@ def test_a_version_3_file_with_a_time_it_cannot_store_is_refused_and_left_as_it_
     assert open(path, "rb").read() == before
     with TuningDB(path, readonly=True) as db:   # still read as it is
         assert set(db.measured(_key())) == {"a", "b"}
+
+
+def test_a_version_4_file_is_read_as_it_is_and_its_first_writer_marks_its_rows_as_measured_here(tmp_path):
+    # version 4 did not say where a row came from: each row is one measured here, which
+    # `convgen tuning-export` then writes to the tracked text
+    path = str(tmp_path / "v4.sqlite")
+    key = _key(n=3)
+    with TuningDB(path) as db:
+        db.record(key, "block_m=64", "ok", ms=2.0)
+        db.set_best(key, "block_m=64", 2.0, None, "cpu reference [1 1 1]")
+        dump = db.dump()
+    con = sqlite3.connect(path)   # back to version 4: no sources, no text_files
+    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        con.execute(f"DROP TRIGGER {name}")
+    con.execute("ALTER TABLE measurement_rows DROP COLUMN source")
+    con.execute("ALTER TABLE best_rows DROP COLUMN source")
+    con.execute("DROP TABLE text_files")
+    con.execute("UPDATE meta SET value = '4' WHERE name = 'version'")
+    con.commit()
+    con.close()
+    with TuningDB(path, readonly=True) as db:
+        assert db.dump() == dump and db.synced_with() == {}
+    assert _version(path) == "4"
+    with TuningDB(path) as db:
+        assert db.dump() == dump
+        db.record(key, "block_m=128", "ok", ms=1.0)   # the triggers work again
+        written, _ = db.export(str(tmp_path))
+    assert _version(path) == SCHEMA_VERSION_TEXT and len(written) == 1
+    with TuningDB(str(tmp_path / "built.sqlite")) as db:
+        db.sync(str(tmp_path))
+        assert set(db.measured(key)) == {"block_m=64", "block_m=128"}
 
 
 def test_an_upgraded_file_gives_the_spelled_out_rows_space_back(tmp_path):
@@ -593,64 +625,55 @@ def test_a_closed_database_is_one_plain_file_a_reader_opens_read_only(tmp_path):
         tmp_path.chmod(0o755)
 
 
-def test_the_shipped_database_is_keyed_on_todays_kernels():
+def test_the_tracked_data_has_bests_for_todays_kernels():
     # a kernel edit changes its digest, and rows keyed on the old one are never selected
-    # again: the shipped database must be re-tuned (or, for an edit that leaves the
-    # launches alone, re-keyed) in the same commit, or it silently stops being used. Every
-    # best is today's; measurements of launches an edit changed may stay under the old
-    # digest as the selector's history (selector.load_dataset: the latest of a config wins),
-    # and their problems have no best until tuned again
+    # again: the tracked data must gain the edited kernel's measurements (tuned again, or,
+    # for an edit that leaves the launches alone, re-keyed in a store and exported) in the
+    # same commit, or it silently stops being used. Files are never rewritten, so older
+    # digests' rows stay as the selector's history (selector.load_dataset: the latest of a
+    # config wins); today's digest must hold at least as many checked bests as any other
+    from convgen import tuning_text
     from convgen.directions import DIRECTIONS
     from convgen.kernels.launch import kernel_digest
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "tuning", "tuning.sqlite")
     today = {name: kernel_digest(d) for name, d in DIRECTIONS.items()}
+    bests: dict[tuple, set] = {}
+    for path in tuning_text.data_files(os.path.join(ROOT, "tuning", "data")):
+        for key, _, best in tuning_text.read_batch(path):
+            if best is not None:
+                row = dict(zip(tuning_text.KEY_COLUMNS, key))
+                bests.setdefault((row["direction"], row["kernel"]), set()).add(key[4:])
+    for name, digest in today.items():
+        counts = {kernel: len(shapes) for (d, kernel), shapes in bests.items() if d == name}
+        assert counts.get(digest, 0) > 0 and counts[digest] >= max(counts.values()), (name, counts)
+
+
+def test_a_new_file_stores_each_key_and_config_once(tmp_path):
+    # spelled out in every row, the 20 key columns and the config text were three quarters
+    # of a file: a file stores them by number and shows them spelled out through views
+    path = str(tmp_path / "fresh.sqlite")
+    TuningDB(path).close()
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        best = dict(con.execute("select direction, group_concat(distinct kernel) from best "
-                                "group by direction").fetchall())
-        assert best == today
-        # today's kernels are measured on at least as many problems as any older version
-        # (a re-tune may be under way: bwd_weight's descriptor rows of before the wgmma
-        # wait stay as history, its pointer-kernel rows were re-keyed; tuning/README.md)
-        problem = "n||','||c||','||k||','||g||','||h||','||w||','||y||','||x||','||stride_h||','||" \
-                  "stride_w||','||pad||','||dil_h||','||dil_w||','||dtype||','||layouts"
-        for name, digest in today.items():
-            rows = dict(con.execute(f"select kernel, count(distinct {problem}) from measurements "
-                                    "where direction = ? group by kernel", (name,)).fetchall())
-            assert rows.get(digest, 0) >= max(rows.values()), (name, rows)
+        kinds = dict(con.execute("select name, type from sqlite_master where name not like 'sqlite_%'"))
     finally:
         con.close()
+    assert _version(path) == SCHEMA_VERSION_TEXT
+    assert {n: kinds.get(n) for n in ("measurements", "best", "problems", "configs", "measurement_rows",
+                                      "best_rows", "text_files")} == {
+        "measurements": "view", "best": "view", "problems": "table", "configs": "table",
+        "measurement_rows": "table", "best_rows": "table", "text_files": "table"}
 
 
-def test_the_shipped_database_stores_each_key_and_config_once(tmp_path):
-    # spelled out in every row, the 20 key columns and the config text were three quarters
-    # of the shipped file (49.4 MB at 2568 problems), past what travels to the GPU machine
-    # (docs/traps.md): both a new file and the shipped one store them by number, and the
-    # shipped file stays under 80 bytes a measurement (about 44 by number, 245 spelled out)
-    shipped = os.path.join(ROOT, "tuning", "tuning.sqlite")
-    fresh = str(tmp_path / "fresh.sqlite")
-    TuningDB(fresh).close()
-    for path in (shipped, fresh):
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            kinds = dict(con.execute("select name, type from sqlite_master where name not like 'sqlite_%'"))
-        finally:
-            con.close()
-        assert _version(path) == "4"
-        assert {n: kinds.get(n) for n in ("measurements", "best", "problems", "configs", "measurement_rows",
-                                          "best_rows")} == {
-            "measurements": "view", "best": "view", "problems": "table", "configs": "table",
-            "measurement_rows": "table", "best_rows": "table"}, path
-    con = sqlite3.connect(f"file:{shipped}?mode=ro", uri=True)
-    try:
-        rows = con.execute("select count(*) from measurement_rows").fetchone()[0]
-    finally:
-        con.close()
-    assert os.path.getsize(shipped) < 80 * rows, (os.path.getsize(shipped), rows)
-
-
-def test_the_shipped_database_is_one_plain_file():
-    """Committed from a copy made while a writer held it, the file kept WAL mode: a
-    read-only checkout could not open it (fold_log before copying, docs/traps.md)."""
-    assert not in_wal_mode(os.path.join(ROOT, "tuning", "tuning.sqlite"))
+def test_no_sqlite_file_is_tracked_and_every_data_file_is_text():
+    git = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if git.returncode != 0:
+        pytest.skip("not a git checkout (a copy of the tree)")
+    tracked = git.stdout.split()
+    for name in tracked:
+        if os.path.isfile(os.path.join(ROOT, name)):
+            with open(os.path.join(ROOT, name), "rb") as f:
+                head = f.read(16)
+            assert not head.startswith(b"SQLite format 3") and not name.endswith((".sqlite", ".db",
+                                                                                  ".sqlite.gz")), name
+    data = [n for n in tracked if n.startswith("tuning/data/")]
+    assert data and all(n.endswith(".jsonl") for n in data), data

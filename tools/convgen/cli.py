@@ -216,6 +216,11 @@ def _tuning_db(text: str) -> str | None:
     return None if text.lower() == "none" else text
 
 
+# where a command's tuning database is when no flag names one (tuning_db.resolve)
+_STORE_DEFAULT = ("$CONVGEN_TUNING_DB, else the local store built from tuning/data "
+                  "(in $CONVGEN_CACHE_DIR, default ~/.cache/convgen)")
+
+
 def _miopen_layout(tensor: str) -> Callable[[str], str]:
     letters = _MIOPEN_LETTERS[tensor]
 
@@ -369,8 +374,9 @@ _COMMON = (
          "precision of f32 matrix-core dots", "ieee"),
         ("tuning_db", "tuning_db", _tuning_db,
          "the tuning database a run without -perf_config takes its config from (the fastest "
-         "measured for exactly this problem on this device); none: today's rule only",
-         "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
+         "measured for exactly this problem on this device, by the nearest Triton version "
+         "where this one measured none); none: no tuned entry",
+         _STORE_DEFAULT),
         ("selector", "selector", _tuning_db,
          "the model file that picks a config where the tuning database has no entry (the "
          "candidate its ranking model puts first); none: today's rule",
@@ -870,6 +876,10 @@ def flags_markdown() -> str:
     out += table(COMPARE_FLAGS)
     out += ["", "## `convgen tune [tune flags] PROBLEM | --lines FILE | --layers NAME`"]
     out += table(TUNE_FLAGS)
+    out += ["", "## `convgen tuning-stats [flags]`"]
+    out += table(TUNING_STATS_FLAGS)
+    out += ["", "## `convgen tuning-export [flags]`"]
+    out += table(TUNING_EXPORT_FLAGS)
     out += ["", "## `convgen train-selector [flags]`, `convgen eval-selector [flags]`"]
     out += table(SELECTOR_FLAGS)
     out += ["", "## `convgen study [flags]`"]
@@ -886,8 +896,8 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
                 "(convgen conv --help)\n"
                 "       convgen compare --kern K.npy --ref R.npy -t TYPE [flags]   (convgen compare "
                 "--help)\n"
-                "       convgen tune | train-selector | eval-selector | study | study-report "
-                "[flags]   (each --help)\n\n"
+                "       convgen tune | tuning-stats | tuning-export | train-selector | eval-selector | "
+                "study | study-report [flags]   (each --help)\n\n"
                 "Builds a Triton conv kernel for the problem, runs it on seeded inputs, checks it "
                 "against a reference\nand prints one bit per metric, [RMS maxAbsDiff maxRelDiff]. "
                 "Exit 0 when it verified (whatever the bits),\n2 with one 'convgen: error:' line "
@@ -899,8 +909,9 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
                 "usage: convgen tune [tune flags] PROBLEM | --lines FILE | --layers NAME\n\n"
                 "Measures every kernel config of the tuning space (kernels/config.py) on this "
                 "device for each problem,\nchecks the fastest with the reference and records "
-                "all of it in the tuning database; a run\nwithout -perf_config then takes the "
-                "database's best. An interrupted run resumes.\n"),
+                "all of it in the tuning database (by default\nthe local store); a run without "
+                "-perf_config then takes the best. An interrupted run resumes.\n"
+                "`convgen tuning-export` writes what it measured into the tracked data (tuning/data).\n"),
             id(SELECTOR_FLAGS): (
                 "usage: convgen train-selector [flags]\n       convgen eval-selector [flags]\n\n"
                 "train-selector fits the config selector (LightGBM on log1p(TFLOPS)) on every "
@@ -917,6 +928,14 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
                 "usage: convgen study-report [flags]\n\n"
                 "Writes the fp16 study's tables (markdown blocks of the doc, CSV) and plots (PNG) "
                 "from convgen\nstudy's results and the study's own.\n"),
+            id(TUNING_STATS_FLAGS): (
+                "usage: convgen tuning-stats [--data DIR] [--lines FILE]\n\n"
+                "What the tracked tuning data (text, tuning/data) holds, one line per device and "
+                "Triton version.\n"),
+            id(TUNING_EXPORT_FLAGS): (
+                "usage: convgen tuning-export [--db DB] [--data DIR] [--out DIR]\n\n"
+                "Writes the rows a tuning database holds beyond the tracked data as new text "
+                "files, to commit.\n"),
             id(COMPARE_FLAGS): (
                 "usage: convgen compare --kern KERN.npy --ref REF.npy -t TYPE [flags]\n\n"
                 "Verifies two saved arrays (for example a --dump) with no kernel and no "
@@ -966,8 +985,9 @@ def _list(conv: Callable[[str], Any]) -> Callable[[str], tuple]:
 
 TUNE_FLAGS = _table(
     ("convgen tune (every other flag is the problem's, as in a test; -x2 is implied)", [
-        ("db", "db", _str, "the tuning database to fill (created when missing)",
-         "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
+        ("db", "db", _str, "the tuning database to fill (created when missing); "
+         "`convgen tuning-export` then writes what it measured into tuning/data",
+         _STORE_DEFAULT),
         ("lines", "lines", _str, "a file of problems: one convgen flag set per line (# starts a "
          "comment line; a pipe and what follows it are dropped)", ""),
         ("layers", "layers", _words("issue", "selector", *models.NETWORKS),
@@ -998,6 +1018,27 @@ TUNE_FLAGS = _table(
     ]))
 
 
+TUNING_STATS_FLAGS = _table(
+    ("convgen tuning-stats: what the tracked tuning data holds, one line per (arch, device, "
+     "Triton version): ARCH DEVICE TRITON problems=N (with a checked best) measurements=M", [
+        ("data", "data", _str, "the folder of tracked tuning data (text)",
+         "$CONVGEN_TUNING_DATA, else tuning/data"),
+        ("lines", "lines", _str, "instead, how many problems of this list (as convgen tune "
+         "--lines takes it) each device has searched through the whole tuning space: "
+         "ARCH DEVICE TRITON searched=K of=N", "off"),
+    ]))
+
+TUNING_EXPORT_FLAGS = _table(
+    ("convgen tuning-export: write what a tuning database measured beyond the tracked data "
+     "as new text files (one per arch, device and direction), to commit as they are", [
+        ("db", "db", _str, "the tuning database whose rows to write", _STORE_DEFAULT),
+        ("data", "data", _str, "the folder of tracked tuning data: what it holds is not "
+         "written again, and the new files go there", "$CONVGEN_TUNING_DATA, else tuning/data"),
+        ("out", "out", _str, "write the new files here instead (a GPU machine's output folder), "
+         "to copy into the tracked data", "the -data folder"),
+    ]))
+
+
 def _selector_trees() -> str:
     from convgen import selector   # imported for help alone: a run does not pay for it
     return str(selector.TREES)
@@ -1005,8 +1046,7 @@ def _selector_trees() -> str:
 
 SELECTOR_FLAGS = _table(
     ("convgen train-selector / eval-selector", [
-        ("db", "db", _str, "the tuning database to learn from",
-         "$CONVGEN_TUNING_DB, else tuning/tuning.sqlite"),
+        ("db", "db", _str, "the tuning database to learn from", _STORE_DEFAULT),
         ("arch", "arch", _str, "the device arch whose measurements to use (sm90, gfx942, ...)",
          "sm90"),
         ("device", "device", _str, "learn from this device's measurements alone (its name as "
@@ -1109,8 +1149,8 @@ def parse_selector(argv: list[str]) -> dict:
     v = _scan([str(a) for a in argv], SELECTOR_FLAGS)
     db = tuning_db.resolve(v.get("db", ""))
     if db is None:
-        raise ConvgenError("no tuning database to learn from (tuning/tuning.sqlite is missing; "
-                           "give --db)")
+        raise ConvgenError(f"no tuning database to learn from ({os.environ.get('CONVGEN_TUNING_DB')} "
+                           "does not exist; give --db)", field="db")
     return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
             "warm_start": v.get("warm_start"), "trees": v.get("trees"),
             "folds": v.get("folds", 5), "group": v.get("group", "shape"),
@@ -1301,6 +1341,44 @@ def split_test_main(argv: list[str] | None = None) -> int:
                           type_of=command_type)
 
 
+def _tuning_command(name: str, v: dict) -> int:
+    """convgen tuning-stats / tuning-export."""
+    from convgen import tuning_db, tuning_text
+    folder = v.get("data") or tuning_db.data_dir()
+    if not os.path.isdir(folder):
+        raise ConvgenError(f"'{folder}' is not a folder", field="data")
+    if name == "tuning-stats" and "lines" in v:
+        shapes = {tuple(tuning_db.problem_key(c.problem, "", "", "", "")[k] for k in tuning_db.SHAPE_COLUMNS)
+                  for c in parse_tune(["--db", "unused.sqlite", "--lines", v["lines"]])["configs"]}
+        for (arch, device, triton), done in sorted(tuning_text.searched(folder).items()):
+            print(f"{arch} {shlex.quote(device)} {triton} searched={len(shapes & done)} of={len(shapes)}")
+        return 0
+    if name == "tuning-stats":
+        for arch, device, triton, problems, rows in tuning_text.stats(folder):
+            print(f"{arch} {shlex.quote(device)} {triton} problems={problems} measurements={rows}")
+        return 0
+    db = v.get("db") or os.environ.get("CONVGEN_TUNING_DB")
+    if db and not os.path.exists(db):
+        raise ConvgenError(f"tuning database '{db}' does not exist", field="db")
+    path = db or tuning_db.store_path(folder)
+    if not db:
+        tuning_db.open_store(folder)
+    out = v.get("out")
+    if out and not os.path.isdir(out):
+        raise ConvgenError(f"'{out}' is not a folder", field="out")
+    with tuning_db.TuningDB(path) as store:
+        written, untimed = store.export(folder, out)
+    for f in written:
+        problems = sum(1 for _ in tuning_text.read_batch(f))
+        print(f"convgen tuning-export: {f}: {problems} problem(s), {os.path.getsize(f)} bytes")
+    if not written:
+        print(f"convgen tuning-export: {tuning_db.describe(path)} holds nothing that {folder} does not")
+    if untimed:
+        print(f"convgen tuning-export: {untimed} row(s) of the interpreter left out (its times mean "
+              "nothing: tune on a GPU)")
+    return 0
+
+
 # ---- main ---------------------------------------------------------------------------------
 
 def _one_line(err: BaseException) -> str:
@@ -1334,6 +1412,15 @@ def main(argv: list[str] | None = None) -> int:
                                       retime_before=args["retime_before"],
                                       retime_under=args["retime_under"], top=args["top"]),
                                  args["db"])
+        if argv and argv[0] in ("tuning-stats", "tuning-export"):
+            table = TUNING_STATS_FLAGS if argv[0] == "tuning-stats" else TUNING_EXPORT_FLAGS
+            if wants_help:
+                print(usage(table), end="")
+                return 0
+            try:
+                return _tuning_command(argv[0], _scan([str(a) for a in argv[1:]], table))
+            except ConvgenError as e:
+                raise _named(e, argv[1:], table) from None
         if argv and argv[0] in ("train-selector", "eval-selector"):
             if wants_help:
                 print(usage(SELECTOR_FLAGS), end="")

@@ -341,7 +341,10 @@ def report_problem(r: TuneResult) -> None:
 
 
 def report_tuning(results: list[TuneResult], db_path: str) -> int:
-    """The total; exit 0."""
-    from convgen import report
+    """The total, and where the rows go from there; exit 0."""
+    from convgen import report, tuning_db
     report.say(f"convgen tune: {len(results)} problem(s) in {db_path}")
+    if db_path == tuning_db.store_path():
+        report.say("convgen tune: `convgen tuning-export` writes what this added to the local "
+                   "store into tuning/data, to commit")
     return 0

@@ -30,27 +30,29 @@ The database never decides anything by itself: kernels/select.py (lookup) and tu
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import sqlite3
 import time
 import weakref
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from convgen import REPO_ROOT, dtypes
+from convgen import REPO_ROOT, dtypes, tuning_text
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
+from convgen.tuning_text import KEY_COLUMNS, SEARCHED_ALL
 
 SCHEMA_NAME = "convgen-tuning"
-SCHEMA_VERSION = 4   # 4: problems and configs stored once, by number; 3: best.searched
-SEARCHED_ALL = "space"   # best.searched of a search over every config of the tuning space
-KEY_COLUMNS = ("arch", "device", "triton", "kernel", "direction", "dtype", "layouts", "n", "c", "k", "g",
-               "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
+# 5: each row's source (a tracked text file, or none: measured here); 4: problems and
+# configs stored once, by number; 3: best.searched
+SCHEMA_VERSION = 5
 # a key less where and with what it ran: the problem itself
 SHAPE_COLUMNS = KEY_COLUMNS[4:]
-_INT_COLUMNS = set("n c k g h w y x stride_h stride_w dil_h dil_w".split())
-_KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in _INT_COLUMNS else 'TEXT'} NOT NULL" for c in KEY_COLUMNS)
+_KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in tuning_text.INT_COLUMNS else 'TEXT'} NOT NULL"
+                     for c in KEY_COLUMNS)
 _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
 
 
@@ -70,6 +72,9 @@ def _add_ids(row: str) -> str:
             f"    INSERT INTO configs (config) SELECT {row}.config WHERE {_config_id(row)} IS NULL;")
 
 
+# the stored columns a row is written with (source stays NULL: measured here)
+_MEASUREMENT_COLUMNS = "problem, config, status, ms, tflops, error, measured_at"
+_BEST_COLUMNS = "problem, config, ms, tflops, checked, measured_at, searched"
 _EPOCH = "CAST(strftime('%s', {}) AS INTEGER)"   # measured_at is stored as Unix seconds
 _ISO = "strftime('%Y-%m-%dT%H:%M:%S', {}, 'unixepoch')"   # ... and shown as UTC ISO text
 
@@ -88,6 +93,11 @@ CREATE TABLE IF NOT EXISTS problems (
 CREATE TABLE IF NOT EXISTS configs (
     id INTEGER PRIMARY KEY,
     config TEXT NOT NULL UNIQUE);    -- KernelConfig.describe()
+CREATE TABLE IF NOT EXISTS text_files (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,       -- a batch file of the tracked text (tuning_text.py)
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS measurement_rows (
     problem INTEGER NOT NULL REFERENCES problems,
     config INTEGER NOT NULL REFERENCES configs,
@@ -96,6 +106,7 @@ CREATE TABLE IF NOT EXISTS measurement_rows (
     tflops REAL,
     error TEXT,                      -- why, for 'invalid' and 'wrong'
     measured_at INTEGER NOT NULL,    -- Unix seconds
+    source INTEGER,                  -- text_files.id; NULL: measured here, not exported
     PRIMARY KEY (problem, config)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS best_rows (
@@ -105,7 +116,8 @@ CREATE TABLE IF NOT EXISTS best_rows (
     tflops REAL,
     checked TEXT NOT NULL,           -- the reference check it passed
     measured_at INTEGER NOT NULL,
-    searched TEXT NOT NULL DEFAULT '{SEARCHED_ALL}'  -- what it is the fastest of
+    searched TEXT NOT NULL DEFAULT '{SEARCHED_ALL}',  -- what it is the fastest of
+    source INTEGER                   -- as measurement_rows.source
 );
 CREATE VIEW IF NOT EXISTS measurements AS
     SELECT {", ".join(f"p.{c}" for c in KEY_COLUMNS)}, f.config, m.status, m.ms, m.tflops, m.error,
@@ -117,14 +129,14 @@ CREATE VIEW IF NOT EXISTS best AS
     FROM best_rows b JOIN problems p ON p.id = b.problem JOIN configs f ON f.id = b.config;
 CREATE TRIGGER IF NOT EXISTS measurements_insert INSTEAD OF INSERT ON measurements BEGIN
     {_add_ids("NEW")}
-    INSERT INTO measurement_rows VALUES ({_problem_id("NEW")}, {_config_id("NEW")}, NEW.status,
-        NEW.ms, NEW.tflops, NEW.error, {_EPOCH.format("NEW.measured_at")});
+    INSERT INTO measurement_rows ({_MEASUREMENT_COLUMNS}) VALUES ({_problem_id("NEW")},
+        {_config_id("NEW")}, NEW.status, NEW.ms, NEW.tflops, NEW.error, {_EPOCH.format("NEW.measured_at")});
 END;
 CREATE TRIGGER IF NOT EXISTS measurements_update INSTEAD OF UPDATE ON measurements BEGIN
     {_add_ids("NEW")}
     UPDATE measurement_rows SET problem = {_problem_id("NEW")}, config = {_config_id("NEW")},
         status = NEW.status, ms = NEW.ms, tflops = NEW.tflops, error = NEW.error,
-        measured_at = {_EPOCH.format("NEW.measured_at")}
+        measured_at = {_EPOCH.format("NEW.measured_at")}, source = NULL
     WHERE problem = {_problem_id("OLD")} AND config = {_config_id("OLD")};
 END;
 CREATE TRIGGER IF NOT EXISTS measurements_delete INSTEAD OF DELETE ON measurements BEGIN
@@ -132,14 +144,14 @@ CREATE TRIGGER IF NOT EXISTS measurements_delete INSTEAD OF DELETE ON measuremen
 END;
 CREATE TRIGGER IF NOT EXISTS best_insert INSTEAD OF INSERT ON best BEGIN
     {_add_ids("NEW")}
-    INSERT INTO best_rows VALUES ({_problem_id("NEW")}, {_config_id("NEW")}, NEW.ms, NEW.tflops,
-        NEW.checked, {_EPOCH.format("NEW.measured_at")}, COALESCE(NEW.searched, '{SEARCHED_ALL}'));
+    INSERT INTO best_rows ({_BEST_COLUMNS}) VALUES ({_problem_id("NEW")}, {_config_id("NEW")}, NEW.ms,
+        NEW.tflops, NEW.checked, {_EPOCH.format("NEW.measured_at")}, COALESCE(NEW.searched, '{SEARCHED_ALL}'));
 END;
 CREATE TRIGGER IF NOT EXISTS best_update INSTEAD OF UPDATE ON best BEGIN
     {_add_ids("NEW")}
     UPDATE best_rows SET problem = {_problem_id("NEW")}, config = {_config_id("NEW")}, ms = NEW.ms,
         tflops = NEW.tflops, checked = NEW.checked, measured_at = {_EPOCH.format("NEW.measured_at")},
-        searched = NEW.searched
+        searched = NEW.searched, source = NULL
     WHERE problem = {_problem_id("OLD")};
 END;
 CREATE TRIGGER IF NOT EXISTS best_delete INSTEAD OF DELETE ON best BEGIN
@@ -148,18 +160,86 @@ END;
 """
 
 
-DEFAULT_PATH = os.path.join(REPO_ROOT, "tuning", "tuning.sqlite")
+def data_dir() -> str:
+    """The tracked text the local store is built from: $CONVGEN_TUNING_DATA, else the
+    repository's tuning/data."""
+    return os.environ.get("CONVGEN_TUNING_DATA") or os.path.join(REPO_ROOT, "tuning", "data")
+
+
+def cache_dir() -> str:
+    """Where the local store lives: $CONVGEN_CACHE_DIR, else $XDG_CACHE_HOME/convgen, else
+    ~/.cache/convgen."""
+    return (os.environ.get("CONVGEN_CACHE_DIR")
+            or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "convgen"))
+
+
+def store_path(folder: str | None = None) -> str:
+    """The local store of a data folder: one file per folder (two checkouts, two stores)."""
+    folder = os.path.realpath(folder or data_dir())
+    return os.path.join(cache_dir(), f"tuning-{hashlib.sha1(folder.encode()).hexdigest()[:12]}.sqlite")
 
 
 def resolve(given: str | None, writing: bool = False) -> str | None:
-    """The database a run uses: `given` ("" for the default: $CONVGEN_TUNING_DB, else the
-    repository's tuning/tuning.sqlite; None for none). A reader takes a default that does
-    not exist as none (nothing is tuned yet); a writer creates it."""
+    """The database a run uses: `given` a path (used as it is), "" for the default
+    ($CONVGEN_TUNING_DB used as it is, else the local store, brought up to date with the
+    tracked text first: open_store), None for none. A reader takes a $CONVGEN_TUNING_DB
+    that does not exist as none (nothing is tuned yet); a writer creates it."""
     if given is None:
         return None
-    path = given or os.environ.get("CONVGEN_TUNING_DB") or DEFAULT_PATH
+    path = given or os.environ.get("CONVGEN_TUNING_DB")
+    if not path:
+        return open_store()
     if not (given or writing or os.path.exists(path)):
         return None
+    return path
+
+
+def describe(path: str) -> str:
+    """A database as a run's `#` line names it: the local store as such, any other file by
+    its name."""
+    return "the local tuning store" if path == store_path() else os.path.basename(path)
+
+
+def _fingerprint(folder: str) -> dict[str, tuple[int, int]]:
+    """{file name: (size, mtime_ns)} of a data folder's batch files: what the store was
+    built from, compared at every open (a few stat calls)."""
+    out = {}
+    for path in tuning_text.data_files(folder):
+        st = os.stat(path)
+        out[os.path.basename(path)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+_FRESH: dict[str, dict] = {}   # store path -> the fingerprint it was last seen up to date with
+
+
+def open_store(folder: str | None = None) -> str:
+    """The local store's path, brought up to date with the tracked text (TuningDB.sync)
+    when that changed since it was built: created on first use, its tracked rows built
+    again when a file changed or went, the new files' rows added when files were added.
+    Rows measured here and not yet exported stay."""
+    folder = folder or data_dir()
+    path = store_path(folder)
+    seen = _fingerprint(folder)
+    if _FRESH.get(path) == seen:
+        return path
+    if os.path.exists(path):
+        try:
+            with TuningDB(path, readonly=True) as db:
+                if db.synced_with() == seen:
+                    _FRESH[path] = seen
+                    return path
+        except ConvgenError:
+            pass   # being created by another process (no schema yet), or damaged: the writer says
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as e:
+        raise ConvgenError(f"cannot create the tuning store's folder {os.path.dirname(path)}: "
+                           f"{e.strerror} (set CONVGEN_CACHE_DIR to a folder you can write)",
+                           field="tuning_db") from None
+    with TuningDB(path) as db:
+        db.sync(folder)
+    _FRESH[path] = _fingerprint(folder)
     return path
 
 
@@ -205,6 +285,24 @@ class Best:
     checked: str
     measured_at: str
     searched: str = SEARCHED_ALL
+    # the Triton version that measured it (best_near); not part of what the best is
+    triton: str | None = field(default=None, compare=False)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """"3.6.0" -> (3, 6, 0); "3.2.0+gitabc" -> (3, 2, 0): the numbers a version starts with."""
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def nearest_version(want: str, have: list[str]) -> str:
+    """Of `have`, the version nearest to `want`: the same major first, then the closest
+    minor, then the closest patch; of two as near, the newer."""
+    w = _version_tuple(want)
+
+    def distance(v: str):
+        t = _version_tuple(v)
+        return tuple(abs(a - b) for a, b in zip(t + (0,) * 3, w + (0,) * 3)), tuple(-x for x in t)
+    return min(have, key=distance)
 
 
 OPEN_WAIT_S = 60
@@ -222,9 +320,9 @@ def in_wal_mode(path: str) -> bool:
 def fold_log(path: str) -> None:
     """Fold the write-ahead log that a writer stopped before its close left beside `path`
     back into the file, leaving one plain file that holds every committed row. A copy of
-    the file alone misses the log's rows, and is itself in WAL mode: the GPU machine's
-    gzipped copy after a stopped `convgen tune` came back without the last two problems it
-    had reported (twenty-first session). Refused, not silently partial, while another
+    the file alone misses the log's rows, and is itself in WAL mode: a copy made after a
+    stopped `convgen tune` lacks the last problems it reported. Refused, not silently
+    partial, while another
     process still has the database open."""
     if not os.path.exists(path):
         raise ConvgenError(f"tuning database '{path}' does not exist", field="tuning_db")
@@ -266,6 +364,67 @@ def _leave(con: sqlite3.Connection, readonly: bool) -> None:
         except sqlite3.Error:
             pass
     con.close()
+
+
+class _Importer:
+    """Reads text files into a store's tables inside the caller's transaction: problems
+    and configs by number (added where new), rows merged by key, the later measured
+    winning (a tie: the text's), TFLOPS computed from the problem as `convgen tune` does."""
+
+    def __init__(self, con: sqlite3.Connection):
+        self.con = con
+        cols = ", ".join(KEY_COLUMNS)
+        self.problems = {tuple(r[1:]): r[0] for r in con.execute(f"SELECT id, {cols} FROM problems")}
+        self.configs = dict((c, i) for i, c in con.execute("SELECT id, config FROM configs"))
+        self.flops: dict[int, int] = {}
+
+    def _problem(self, key: tuple) -> int:
+        pid = self.problems.get(key)
+        if pid is None:
+            pid = self.con.execute(f"INSERT INTO problems ({', '.join(KEY_COLUMNS)}) VALUES "
+                                   f"({', '.join('?' * len(KEY_COLUMNS))})", key).lastrowid
+            self.problems[key] = pid
+        if pid not in self.flops:
+            self.flops[pid] = problem_from_key(dict(zip(KEY_COLUMNS, key))).flops
+        return pid
+
+    def _config(self, text: str) -> int:
+        cid = self.configs.get(text)
+        if cid is None:
+            cid = self.con.execute("INSERT INTO configs (config) VALUES (?)", (text,)).lastrowid
+            self.configs[text] = cid
+        return cid
+
+    def read(self, path: str, size: int, mtime_ns: int) -> None:
+        source = self.con.execute("INSERT INTO text_files (name, size, mtime_ns) VALUES (?, ?, ?)",
+                                  (os.path.basename(path), size, mtime_ns)).lastrowid
+        measurements, bests = [], []
+        for key, rows, best in tuning_text.read_batch(path):
+            try:
+                pid = self._problem(key)
+            except ConvgenError as e:
+                raise ConvgenError(f"tuning data '{path}': a problem that is not one ({e})",
+                                   field="tuning_db") from None
+            flops = self.flops[pid]
+            for config, status, ms, error, at in rows:
+                tflops = flops / ms / 1e9 if status == "ok" else None
+                measurements.append((pid, self._config(config), status, ms, tflops, error, at, source))
+            if best is not None:
+                config, ms, checked, at, searched = best
+                bests.append((pid, self._config(config), ms, flops / ms / 1e9, checked, at, searched,
+                              source))
+        self.con.executemany(
+            f"INSERT INTO measurement_rows ({_MEASUREMENT_COLUMNS}, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (problem, config) DO UPDATE SET status = excluded.status, ms = excluded.ms, "
+            "tflops = excluded.tflops, error = excluded.error, measured_at = excluded.measured_at, "
+            "source = excluded.source WHERE excluded.measured_at >= measurement_rows.measured_at",
+            measurements)
+        self.con.executemany(
+            f"INSERT INTO best_rows ({_BEST_COLUMNS}, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (problem) DO UPDATE SET config = excluded.config, ms = excluded.ms, "
+            "tflops = excluded.tflops, checked = excluded.checked, measured_at = excluded.measured_at, "
+            "searched = excluded.searched, source = excluded.source "
+            "WHERE excluded.measured_at >= best_rows.measured_at", bests)
 
 
 class TuningDB:
@@ -350,14 +509,16 @@ class TuningDB:
             raise ConvgenError(f"tuning database '{self.path}' is not a convgen tuning database "
                                "(another program's SQLite file?)", field="tuning_db")
         version = meta.get("version")
-        if version not in ("2", "3", str(SCHEMA_VERSION)):
+        if version not in ("2", "3", "4", str(SCHEMA_VERSION)):
             raise ConvgenError(f"tuning database '{self.path}' has schema version "
                                f"{version}; this convgen reads versions 2 to {SCHEMA_VERSION}",
                                field="tuning_db")
         if version == "2":
             self._upgrade_from_2()
         if version in ("2", "3") and not self.readonly:
-            self._upgrade_to_4()
+            self._upgrade_from_3()
+        if version == "4" and not self.readonly:
+            self._upgrade_from_4()
 
     def _upgrade_from_2(self) -> None:
         """Version 2 had no best.searched, and its bests count as of a whole space (one
@@ -374,10 +535,10 @@ class TuningDB:
                                  f"DEFAULT '{SEARCHED_ALL}'")
                 self.con.execute("UPDATE meta SET value = '3' WHERE name = 'version'")
 
-    def _upgrade_to_4(self) -> None:
+    def _upgrade_from_3(self) -> None:
         """Version 3 spelled out the key and the config in every row, as tables named as
-        version 4's views are: a reader reads them as they are; the first writer moves the
-        rows into version 4's tables and VACUUMs the file."""
+        today's views are: a reader reads them as they are; the first writer moves the
+        rows into today's tables and VACUUMs the file."""
         key = ", ".join(KEY_COLUMNS)
         with self._transaction():
             if self._version() != "3":
@@ -403,17 +564,18 @@ class TuningDB:
             self.con.execute("INSERT INTO configs (config) SELECT config FROM measurements_v3 "
                              "UNION SELECT config FROM best_v3")
             self.con.execute(
-                f"INSERT INTO measurement_rows SELECT p.id, f.id, o.status, o.ms, o.tflops, o.error, "
+                f"INSERT INTO measurement_rows ({_MEASUREMENT_COLUMNS}) SELECT p.id, f.id, o.status, "
+                f"o.ms, o.tflops, o.error, "
                 f"{_EPOCH.format('o.measured_at')} FROM measurements_v3 o JOIN problems p USING ({key}) "
                 "JOIN configs f ON f.config = o.config")
             self.con.execute(
-                f"INSERT INTO best_rows SELECT p.id, f.id, o.ms, o.tflops, o.checked, "
+                f"INSERT INTO best_rows ({_BEST_COLUMNS}) SELECT p.id, f.id, o.ms, o.tflops, o.checked, "
                 f"{_EPOCH.format('o.measured_at')}, o.searched FROM best_v3 o JOIN problems p USING ({key}) "
                 "JOIN configs f ON f.config = o.config")
             moved = [self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                      for t in ("measurement_rows", "best_rows")]
             if moved != counts:   # never drop a row: the transaction rolls back
-                raise ConvgenError(f"tuning database '{self.path}': upgrading to schema version 4 "
+                raise ConvgenError(f"tuning database '{self.path}': upgrading to schema version {SCHEMA_VERSION} "
                                    f"moved {moved} of {counts} rows; the file is left as it was",
                                    field="tuning_db")
             self.con.execute("DROP TABLE measurements_v3")
@@ -426,6 +588,21 @@ class TuningDB:
             pass
         finally:
             self.con.execute("PRAGMA busy_timeout=60000")
+
+    def _upgrade_from_4(self) -> None:
+        """Version 4 did not say where a row came from: each row becomes one measured here
+        (source NULL), and the triggers are made again to name the columns they write."""
+        with self._transaction():
+            if self._version() != "4":
+                return
+            for table in ("measurement_rows", "best_rows"):
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN source INTEGER")
+            for (name,) in self.con.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+                self.con.execute(f"DROP TRIGGER {name}")
+            for statement in _statements(_SCHEMA):
+                self.con.execute(statement)
+            self.con.execute("UPDATE meta SET value = ? WHERE name = 'version'", (str(SCHEMA_VERSION),))
 
     def _version(self) -> str:
         return self.con.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0]
@@ -487,6 +664,74 @@ class TuningDB:
             self.con.execute(f"INSERT OR REPLACE INTO best ({', '.join(row)}) VALUES "
                              f"({', '.join(':' + c for c in row)})", row)
 
+    # ---- the tracked text ---------------------------------------------------------------------
+    def synced_with(self) -> dict[str, tuple[int, int]]:
+        """{file name: (size, mtime_ns)} of the text files the tracked rows come from."""
+        try:
+            return {n: (size, mtime) for n, size, mtime in
+                    self.con.execute("SELECT name, size, mtime_ns FROM text_files")}
+        except sqlite3.OperationalError:   # a file of schema version 4 or older, read as it is
+            return {}
+
+    def sync(self, folder: str) -> int:
+        """Bring the tracked rows up to date with the text files of `folder` in one
+        transaction: the rows of files not read yet are added; where a file read before has
+        changed or gone, every tracked row goes first and all the files are read again.
+        Of two rows of one (key, config), the later measured wins, a row measured here
+        too. Rows measured here stay (source NULL). -> how many files were read."""
+        with self._transaction():
+            seen = _fingerprint(folder)
+            known = self.synced_with()
+            if known == seen:
+                return 0
+            if any(seen.get(name) != stat for name, stat in known.items()):
+                for table in ("measurement_rows", "best_rows"):
+                    self.con.execute(f"DELETE FROM {table} WHERE source IS NOT NULL")
+                self.con.execute("DELETE FROM text_files")
+                known = {}
+            new = sorted(set(seen) - set(known))
+            importer = _Importer(self.con)
+            for name in new:
+                importer.read(os.path.join(folder, name), *seen[name])
+            return len(new)
+
+    def export(self, folder: str, out: str | None = None) -> tuple[list[str], int]:
+        """Write every row measured here into new text files, one per (arch, device,
+        direction): into `folder`, the tracked data (then read back from there, which marks
+        the rows as tracked), or into `out` (to copy into the tracked data elsewhere: the
+        rows stay as measured here until a store reads them from there). The store is
+        brought up to date with `folder` first, so a row the tracked text holds already is
+        not written again. Rows of the interpreter are never written (its times mean
+        nothing). -> (the files written, the interpreter rows left out)."""
+        self.sync(folder)
+        key = ", ".join(f"p.{c}" for c in KEY_COLUMNS)
+        groups: dict[tuple, tuple[list, list]] = {}
+        untimed = 0
+        for table, columns in (("measurement_rows", "m.status, m.ms, m.error"),
+                               ("best_rows", "m.ms, m.checked, m.searched")):
+            cur = self.con.execute(
+                f"SELECT {key}, f.config, m.measured_at, {columns} FROM {table} m "
+                "JOIN problems p ON p.id = m.problem JOIN configs f ON f.id = m.config "
+                "WHERE m.source IS NULL")
+            names = [d[0] for d in cur.description]
+            for values in cur:
+                row = dict(zip(names, values))
+                if row["arch"] in tuning_text.UNTIMED_ARCHS:
+                    untimed += 1
+                    continue
+                groups.setdefault((row["arch"], row["device"], row["direction"]),
+                                  ([], []))[table == "best_rows"].append(row)
+        written = []
+        for where, (measurements, bests) in sorted(groups.items()):
+            text = tuning_text.batch_text(measurements, bests)
+            newest = max(r["measured_at"] for r in measurements + bests)
+            path = os.path.join(out or folder, tuning_text.batch_name(text, *where, newest))
+            tuning_text.write_atomic(path, text)
+            written.append(path)
+        if out is None or os.path.realpath(out) == os.path.realpath(folder):
+            self.sync(folder)
+        return written, untimed
+
     # ---- reading ----------------------------------------------------------------------------
     def measured(self, key: dict) -> dict[str, tuple]:
         """{config: (status, ms, error)} of everything measured for this key."""
@@ -519,7 +764,23 @@ class TuningDB:
     def best(self, key: dict) -> Best | None:
         row = self.con.execute(f"SELECT config, ms, tflops, checked, measured_at, searched FROM best "
                                f"WHERE {_KEY_MATCH}", key).fetchone()
-        return Best(*row) if row else None
+        return Best(*row, triton=key["triton"]) if row else None
+
+    def best_near(self, key: dict) -> Best | None:
+        """The best of this key; where this Triton version has none, the best that the
+        nearest version measured for the same device, kernel source and problem (a Triton
+        upgrade keeps the picks; `triton` says which version measured it)."""
+        exact = self.best(key)
+        if exact is not None:
+            return exact
+        others = {c: key[c] for c in KEY_COLUMNS if c != "triton"}
+        rows = self.con.execute(
+            "SELECT config, ms, tflops, checked, measured_at, searched, triton FROM best WHERE "
+            + " AND ".join(f"{c} = :{c}" for c in others), others).fetchall()
+        if not rows:
+            return None
+        near = nearest_version(key["triton"], [r[-1] for r in rows])
+        return next(Best(*r) for r in rows if r[-1] == near)
 
     def rows(self, sql: str, args=()) -> list[dict]:
         """The rows of a query as dicts keyed by column name (callers read columns by name,

@@ -803,14 +803,15 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     best = None
     if path:
         with tuning_db.TuningDB(path, readonly=True) as db:
-            best = db.best(tuning_db.key_for(problem, backend))
+            best = db.best_near(tuning_db.key_for(problem, backend))
     _open_given(None, selector_path)   # even where a tuned entry wins
+    store = tuning_db.describe(path) if path else None
     if best is not None:
         of = "" if best.searched == tuning_db.SEARCHED_ALL else f" of {best.searched}"
         return (choose(problem, backend, use_dot, from_text(best.config)),
                 f"tuned: the fastest measured here{of} ({best.ms:.3f} ms, {best.measured_at}, "
-                f"{os.path.basename(path)})")
-    untuned = f"no tuned entry in {os.path.basename(path)}" if path else "no tuning database"
+                f"Triton {best.triton}, {store})")
+    untuned = f"no tuned entry in {store}" if path else "no tuning database"
     cfg, predicted, model = selector.choose(problem, backend, selector_path)
     if cfg is not None:
         return cfg, (f"{MODEL_SOURCE} {os.path.basename(model)}: predicted {predicted:.1f} "

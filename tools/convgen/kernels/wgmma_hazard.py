@@ -195,9 +195,10 @@ def survey(items: list, jobs: int = 1):
 
 
 def _bests(path: str) -> list:
-    """(("row", row), config) of every sm90 best row of a tuning database."""
-    from convgen.tuning_db import TuningDB
-    with TuningDB(path, readonly=True) as db:
+    """(("row", row), config) of every sm90 best row of a tuning database ("": the local
+    store of the tracked data, tuning_db.resolve)."""
+    from convgen.tuning_db import TuningDB, resolve
+    with TuningDB(resolve(path) or path, readonly=True) as db:
         rows = db.rows("SELECT * FROM best WHERE arch = 'sm90'")
     return [(("row", r), r["config"]) for r in rows]
 
@@ -214,8 +215,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lines", action="append", default=[], metavar="FILE",
                     help="problems as convgen tune --lines takes them: every matrix-core config "
                          "of each one's space (kernels/config.space)")
-    ap.add_argument("--bests", metavar="DB", help="the best config of every sm90 problem of a "
-                                                  "tuning database")
+    ap.add_argument("--bests", metavar="DB", nargs="?", const="",
+                    help="the best config of every sm90 problem of a tuning database (no DB: the "
+                         "local store of the tracked data)")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", metavar="FILE", help="every kernel's row, one JSON object a line")
     args = ap.parse_args(argv)
@@ -226,7 +228,7 @@ def main(argv=None) -> int:
     from convgen import backend
     if backend.interpreter_requested():
         return fail("unset TRITON_INTERPRET to compile for sm90")
-    if not args.lines and not args.bests:
+    if not args.lines and args.bests is None:
         return fail("nothing to compile: give --lines FILE or --bests DB")
     from convgen.errors import ConvgenError
     from convgen.kernels import config, isa
@@ -236,7 +238,7 @@ def main(argv=None) -> int:
             for i, p in enumerate(_lines_problems(path)):
                 items += [(("lines", path, i), c.describe())
                           for c in config.space(p, isa.backend_of("sm90"))]
-        if args.bests:
+        if args.bests is not None:
             items += _bests(args.bests)
     except OSError as e:
         return fail(f"cannot read '{e.filename}': {e.strerror}")
