@@ -364,8 +364,8 @@ def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():
 
 def test_the_grouped_bwd_weight_list_is_its_generator_less_what_was_measured():
     """tuning/grouped-bwd-weight.lines is models.grouped_bwd_weight_set in its order, less
-    problems the database held when it was written: each one left out was first measured
-    before any listed one was (the database holds both kinds now)."""
+    problems measured when it was written: each one left out was first measured before
+    any listed one was (the tracked data holds both kinds now)."""
     import contextlib
     import sqlite3
 
@@ -378,7 +378,8 @@ def test_the_grouped_bwd_weight_list_is_its_generator_less_what_was_measured():
     assert set(listed) <= set(made)
     left_out = [m for m in made if m not in set(listed)]
     assert left_out, "the database held some of the set when the list was written"
-    with contextlib.closing(sqlite3.connect(f"file:{TUNING / 'tuning.sqlite'}?mode=ro", uri=True)) as db:
+    from convgen import tuning_db
+    with contextlib.closing(sqlite3.connect(f"file:{tuning_db.open_store()}?mode=ro", uri=True)) as db:
         first = {tuple(key): t for *key, t in db.execute(
             "SELECT p.n, p.c, p.k, p.g, p.h, p.y, p.stride_h, MIN(m.measured_at) FROM problems p "
             "JOIN measurement_rows m ON m.problem = p.id WHERE p.direction = 'bwd_weight' "
@@ -391,11 +392,10 @@ def test_the_grouped_bwd_weight_list_is_its_generator_less_what_was_measured():
     assert max(map(first_measured, left_out)) < min(map(first_measured, listed))
 
 
-def test_the_later_networks_add_only_new_shapes_and_match_their_lines_file():
+def test_the_later_networks_add_only_new_shapes():
     """The networks after models.FIRST_NETWORKS widen the training set with shapes no
-    earlier table has (a repeated shape would be the same problem measured twice), leave
-    the suite benchmark's and the extra-batch lists as they were, and
-    tuning/selector-twenty-sixth.lines is their part of the selector set."""
+    earlier table has (a repeated shape would be the same problem measured twice), and
+    leave the suite benchmark's and the extra-batch lists as they were."""
     from convgen import models
     later = [net for net in models.NETWORKS if net not in models.FIRST_NETWORKS]
     assert later == ["convnext_b", "wide_resnet50_2", "efficientnet_v2_s", "googlenet"]
@@ -409,21 +409,6 @@ def test_the_later_networks_add_only_new_shapes_and_match_their_lines_file():
     want = [(tuple(layer), batch, d) for net, layer, batch, _ in models.selector_set() if net in later
             for d in ("fwd", "bwd_data", "bwd_weight")]
     assert len(want) == 3 * sum(len(models.NETWORKS[net]) for net in later)
-    assert _lines_problems("selector-twenty-sixth.lines") == want
-
-
-def test_the_weak_picks_lists_hold_only_problems_no_other_list_has():
-    from convgen import models
-    listed = models.listed_problems()
-    # every list scripts/weak-picks wrote, however many there are by now
-    names = sorted(f.name for f in TUNING.glob("weak-picks*.lines"))
-    assert len(names) >= 6
-    lists = [_lines_problems(name) for name in names]
-    for i, got in enumerate(lists):
-        assert got and len(set(got)) == len(got)
-        assert not set(got) & listed
-        for earlier in lists[:i]:
-            assert not set(got) & set(earlier)
 
 
 @pytest.mark.parametrize("db,why", [
@@ -451,28 +436,31 @@ def test_weak_picks_refuses_a_bad_database_in_one_line(tmp_path, db, why):
     assert p.stderr.count("\n") == 1 and not p.stdout, p.stderr
 
 
-def test_weak_picks_leaves_out_what_an_earlier_list_holds(tmp_path):
-    """A problem of tuning/weak-picks*.lines is not listed again, measured or not (a list
-    stopped part way goes on with its own file): with an empty database, only the lists
-    keep their problems out of a new one. Every pick counts as weak (--under 1.01): with
-    0.96 the list came out empty once weak-picks-10.lines held the rest."""
+def test_weak_picks_leaves_out_what_the_database_holds(tmp_path):
+    """A problem the database holds (measured on any GPU) is not listed: with an empty
+    database every neighbour is new; with one of them measured, that one goes. Every
+    pick counts as weak (--under 1.01)."""
     import shlex
+
+    from convgen.tuning_db import problem_key
+
+    def listed(db):
+        p = subprocess.run([sys.executable, str(ROOT / "scripts" / "weak-picks"), "--db", str(db),
+                            "--under", "1.01", str(ROOT / "docs" / "data" / "config-selection-h100.json")],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
+
     empty = tmp_path / "empty.sqlite"
     TuningDB(str(empty)).close()
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "weak-picks"), "--db", str(empty),
-                        "--under", "1.01", str(ROOT / "docs" / "data" / "config-selection-h100.json")],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    new = [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
+    new = listed(empty)
     assert new
-    listed = {pr for name in sorted(f.name for f in TUNING.glob("weak-picks*.lines"))
-              for pr in _lines_problems(name)}
-    got = []
-    for ln in new:
-        q = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
-        layer = (q.c * q.g, q.k * q.g, q.hi, q.y, q.stride_h, q.pad_h_l, q.g) + ((q.dil_h,) if q.dil_h > 1 else ())
-        got.append((layer, q.n, q.direction.name))
-    assert not set(got) & listed
+    first = cli.parse_tune(["--db", "x.sqlite", *shlex.split(new[0])])["configs"][0].problem
+    with TuningDB(str(empty)) as db:
+        key = problem_key(first, "sm90", "NVIDIA H200", "3.6.0", "0123456789ab")
+        db.set_best(key, "block_m=64", 1.0, 1.0, "gpu reference [1 1 1]")
+    after = listed(empty)
+    assert after and new[0] not in after
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
@@ -529,8 +517,8 @@ def test_an_interrupt_while_compiling_drops_the_queue_and_the_reproducers(capsys
 
 def test_a_reproducer_printed_before_the_interrupt_is_dropped_too(capsys):
     """The SIGINT can land on a compiling thread: its ptxas dies and Triton prints the
-    reproducer before the run's own thread sees the interrupt (the forty-third session's
-    first tune log still had one page of PTX)."""
+    reproducer before the run's own thread sees the interrupt (a tune log held one page of
+    PTX that way)."""
     _compile_all_interrupted(print_first=True)
     assert "reproducer" not in capsys.readouterr().out
 
@@ -605,8 +593,8 @@ def test_compile_all_keeps_the_order_of_its_configs():
 
 def test_each_problem_of_a_list_has_its_own_line_label():
     """tune's progress and result lines name the problem; a list's dilated, grouped, padded
-    or NCHW twin of a layer must not read like the layer itself (the fortieth session's log
-    showed two different bwd_weight problems as one)."""
+    or NCHW twin of a layer must not read like the layer itself (two different bwd_weight
+    problems once read as one in a log)."""
     base = ["--operation", "conv2d_bwd_weight", "-t", "f16", "-batchsize", "64", "-in_channels",
             "256", "-out_channels", "256", "-in_h", "64", "-in_w", "64", "-fil_h", "3", "-fil_w",
             "3", "-padding_h", "1", "-padding_w", "1", "-in_layout", "nhwc", "-fil_layout",

@@ -182,7 +182,7 @@ REGNET_Y_400MF = [
     (440, 440, 7, 3, 1, 1, 55),
 ]
 
-# Networks added in the twenty-sixth session, for shapes the tables above lack (each
+# The networks after FIRST_NETWORKS, for shapes the tables above lack (each
 # table holds only its layers that no table above has; depthwise layers and the
 # squeeze-excitation 1x1s on a 1x1 image are left out). Taken from torchvision 0.28's
 # models by a forward hook on every Conv2d of a 224x224 image.
@@ -399,8 +399,8 @@ def wide_3x3_set() -> list[tuple]:
 
 
 # Batches added for bwd_weight of the grouped layers (tuning/grouped-bwd-weight.lines):
-# the forty-first session's lowest H100 picks were ResNeXt-50's grouped 3x3 bwd_weight,
-# with 41 grouped bwd_weight problems in the database. The batches the selector set spreads
+# ResNeXt-50's grouped 3x3 bwd_weight was among the H100's lowest picks while the data held
+# 41 grouped bwd_weight problems. The batches the selector set spreads
 # over its layers (8, 32, 128) come after five it never uses, so a list cut short holds
 # mostly new batches; they still add problems, as the set takes each layer at one batch.
 GROUPED_BATCHES = (64, 16, 192, 4, 96, 8, 32, 128, 2, 48, 24)
@@ -411,9 +411,8 @@ def grouped_bwd_weight_set() -> list[tuple]:
     channel (grouped, not depthwise), at each of GROUPED_BATCHES in turn (halved as
     _fit_batch does; a (layer, batch) met before, a repeated layer or a batch halved onto
     another, is dropped), less what listed_problems holds in bwd_weight; f16, the networks
-    in table order within a batch. tuning/grouped-bwd-weight.lines left out what the
-    database and the other tuning/*.lines held as well (scripts/weak-picks' measured()
-    and listed_in())."""
+    in table order within a batch. tuning/grouped-bwd-weight.lines left out what was
+    measured when it was written as well."""
     listed = listed_problems()
     seen = set()
     out = []
