@@ -55,7 +55,7 @@ from convgen.backend import current  # noqa: E402
 from convgen.dtypes import elem_type  # noqa: E402
 from convgen.inputs import empty_output, make_inputs  # noqa: E402
 from convgen.kernels.config import choose  # noqa: E402
-try:   # trees older than issue 14 have no tuning database
+try:   # older trees have no tuning database
     from convgen.kernels.config import select  # noqa: E402
 except ImportError:
     select = None
@@ -63,7 +63,7 @@ try:   # nor, before the selector, a model's pick
     from convgen.kernels.config import MODEL_SOURCE  # noqa: E402
 except ImportError:
     MODEL_SOURCE = "selected by model"
-try:   # nor, before the twenty-seventh session, a public graph timer
+try:   # nor, in older trees, a public graph timer
     from convgen.tune import graph_replay  # noqa: E402
 except ImportError:
     graph_replay = None

@@ -449,7 +449,7 @@ def test_shuffled_folds_deal_whole_shapes_otherwise(problems):
 @pytest.mark.parametrize("group", ["shape", "layer"])
 @pytest.mark.parametrize("seed", [None, 3])
 def test_a_group_keeps_its_fold_whatever_else_the_database_holds(problems, group, seed):
-    """Two sessions' evaluations differ by their data and model, not by a new deal: a group
+    """Two evaluations differ by their data and model, not by a new deal: a group
     added to (or gone from) the database moves no other group to another fold."""
     key = selector.GROUPINGS[group]
     whole = dict(zip(map(key, problems), selector.group_folds(problems, 5, group, seed)))

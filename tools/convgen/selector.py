@@ -47,12 +47,9 @@ SCHEMA_NAME = "convgen-selector"
 SCHEMA_VERSION = 4   # 4: one ranking model, a speed model per direction; 3: both per direction
 MODELS_DIR = os.path.join(REPO_ROOT, "tuning", "models")
 
-# LightGBM settings: smaller than the seed's small model (500 trees, 127 leaves): on our early
-# data (a few hundred problems) 31 leaves and 300 trees did as well as 63 and 400, and 75 trees
-# at a learning rate of 0.2 as well as 300 at 0.05 (5-fold, 591 problems: 97.69% / 93.14%
-# against 97.50% / 92.87% mean / P10; 100 at 0.15 and 50 at 0.3 between): a pick walks every
-# tree over its few kept candidates with the model cold in the cache, most of its time. The
-# ranking model has since grown to 127 leaves (RANK_PARAMS); the speed model keeps these.
+# LightGBM settings, each the smallest that picked as well as larger ones in cross-validation
+# (docs/config-selection.md, "Model settings", has the measurements): a pick walks every tree
+# over its few kept candidates with the model cold in the cache, most of its time.
 # Deterministic so that a retrain on the same data writes the same file.
 TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.2, "num_leaves": 31,
                 "min_data_in_leaf": 5, "feature_fraction": 0.9, "lambda_l2": 1.0,
@@ -61,39 +58,22 @@ TRAIN_PARAMS = {"objective": "regression", "learning_rate": 0.2, "num_leaves": 3
 TREES = 75
 # The pick is a ranking model's (LightGBM's lambdarank, the problem's configs one query,
 # relevance = RANK_LEVELS * TFLOPS / the problem's best, rounded; gains grow by 2^(1/3) a
-# level, the top 8 weighed): in 5-fold cross-validation on 591 problems it picked at 91.8% /
-# 74.2% mean / P10 of the oracle where the log1p(TFLOPS) regression picked at 87.5% / 60.2%
-# (a regression's error is spread over every config and problem; a pick needs only each
-# problem's order). The regression stays for the TFLOPS a run reports for its pick.
+# level, the top 8 weighed): a pick needs only each problem's order, where a regression's
+# error is spread over every config. The log1p(TFLOPS) regression stays for the TFLOPS a run
+# reports for its pick.
 RANK_LEVELS = 30
-# The ranking model's trees have 127 leaves where the speed model's have 31: once the data
-# had grown to 3639 problems the deeper trees ranked better (thirty-sixth session, picks for
-# the H100's held-out problems, 3 assignments, benchmarks/rank_params_sweep.py, which picks
-# by the ranking model alone, no prefilter or validation: 98.90% /
-# 96.50% mean / P10 with 31 leaves, 99.03% / 96.88% with 63, 99.06% / 97.04% with 127,
-# 99.08% / 97.12% with 255); 127 costs ~0.07 ms more a pick than 31 with 16 kept (below).
+# Deeper trees than the speed model's: on thousands of problems 127 leaves rank better than
+# 31 (benchmarks/rank_params_sweep.py)
 RANK_PARAMS = {**TRAIN_PARAMS, "num_leaves": 127, "objective": "lambdarank",
                "lambdarank_truncation_level": 8,
                "label_gain": [2 ** (level / 3) - 1 for level in range(RANK_LEVELS + 1)]}
 MODEL_KINDS = ("rank", "speed")   # what picks; what says how fast the pick is predicted to run
 # A pick ranks every candidate by the first PREFILTER_TREES trees and lets the whole model
-# order the PREFILTER_KEEP ranked first: a fraction of the tree walks. The whole model's
+# order the PREFILTER_KEEP ranked first: a fraction of the tree walks, picking as well as
+# the whole model on every candidate (benchmarks/prefilter_keep_sweep.py). The whole model's
 # first of those that `config.validate` and the chain bound accept is the pick (they are
 # asked in that order, so most picks validate one config; where none of the kept passes,
-# the whole model orders the rest). In 5-fold cross-validation (852 problems, three
-# shufflings of the shapes into folds) 16 kept picked as well as the whole model on every
-# candidate, 97.69% / 93.5% mean / P10 of the oracle, where 4 kept picked at 97.50% / 92.9%.
-# The ranking model of every direction (225 trees, rank_trees) needs 30 trees to keep what
-# it would pick: six shufflings of 1095 problems, 98.25% / 94.57% with 30 before the 16,
-# 98.18% / 94.35% with 15, 98.27% / 94.62% with the whole model on every candidate. On the
-# CPU machine the whole model's call over 16 rows took ~80 us with 31-leaf trees in cache (~30
-# us for 75 trees), and validating only what the order reaches gives some of it back (4
-# validations a pick before, ~1 now). With the ranking model's 127 leaves (thirty-sixth
-# session, 3639 problems, the H100's held-out picks, 3 assignments,
-# benchmarks/prefilter_keep_sweep.py) 8 kept pick at 99.04% / 96.90%, 12 at 99.05% / 97.01%,
-# 16 at 99.06% / 97.03%; 8 takes back all but ~0.02 ms of what the deeper trees cost a pick
-# (31 leaves and 16 kept: 98.86% / 96.32%); that sweep picks through the prefilter as a run
-# does, and these matched eval-selector's numbers.
+# the whole model orders the rest).
 PREFILTER_TREES = 30
 PREFILTER_KEEP = 8
 WARM_TREES = 40   # added on top of a warm start's trees
@@ -910,9 +890,9 @@ def group_folds(problems: list[Problem], folds: int, group: str = "shape",
     """A fold per problem, whole groups (GROUPINGS) at a time: each group's fold is a hash of
     its key (and of `shuffle`, a seed, for another assignment), so a group keeps its fold
     whatever else the database holds. A deal that balances the folds' rows (sklearn's
-    GroupKFold rule) moves most groups whenever one is added: two sessions' numbers then
-    differ more by the deal than by the data (1148 of 1663 H100 problems changed fold
-    between the thirty-ninth session's by-layer evaluation and the fortieth's). Hashed
+    GroupKFold rule) moves most groups whenever one is added: two evaluations' numbers then
+    differ more by the deal than by the data (adding 128 problems to 3931 moved 1148 of
+    the 1663 H100 problems to another fold in a by-layer evaluation). Hashed
     folds are even only in expectation (4223 problems: within about a tenth of the mean
     by shape, a fifth by layer); with few groups a fold may judge nothing. The hash is
     of the key's text, so the folds are the same in every process."""
@@ -986,9 +966,8 @@ def families_of(p) -> list[str]:
         out.append("3x3")
     else:
         out.append(f"{p.y}x{p.x}")
-    # Its own family, as its splits and per-group GEMMs are few in the data (and were the
-    # lowest picks of the forty-first session): the report shows it, rule_families can keep
-    # the rule there.
+    # Its own family, as its splits and per-group GEMMs are few in the data (and were among
+    # the H100's lowest picks): the report shows it, rule_families can keep the rule there.
     if p.g > 1 and p.c > 1:
         out.append("grouped")
     if p.n <= 8:
