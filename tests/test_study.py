@@ -213,3 +213,19 @@ def test_a_page_that_cannot_be_filled_stops_the_report_before_it_writes(tmp_path
         assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("convgen: error: ")
         assert not data.exists(), sorted(data.iterdir())
     assert broken.read_text() == "<!-- study:ranges -->\nno end\n"
+
+
+def test_the_report_leaves_the_tracked_page_alone_unless_asked(tmp_path):
+    """By default study-report writes its folder (build/fp16-study); only -update_docs
+    rewrites docs/fp16-study.md and its plots."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    page = os.path.join(root, "docs", "fp16-study.md")
+    before = open(page, "rb").read()
+    out = tmp_path / "report"
+    p = subprocess.run([sys.executable, "-m", "convgen", "study-report", "-out", str(out), "-plots", "off"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "## ranges" in (out / "tables.md").read_text() and (out / "files.json").exists()
+    assert open(page, "rb").read() == before
+    from convgen import study_report
+    assert study_report.REPORT_DIR == os.path.join(root, "build", "fp16-study")

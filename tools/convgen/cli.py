@@ -1103,8 +1103,8 @@ STUDY_FLAGS = _table(
         ("device_flush", "device_flush", _list(_words("keep", "flush")),
          "the kernel's subnormal inputs: keep, flush (as MI200's matrix cores do)", "keep,flush"),
         ("report", "report", _switch(),
-         "then write the tables and plots: into docs/fp16-study.md, or with -small or -out "
-         "into a folder beside the results (FILE-report/tables.md)", "on"),
+         "then write the tables and plots (convgen study-report): into build/fp16-study, or "
+         "with -small or -out into a folder beside the results (FILE-report/tables.md)", "on"),
     ]))
 
 STUDY_REPORT_FLAGS = _table(
@@ -1117,8 +1117,15 @@ STUDY_REPORT_FLAGS = _table(
          "its aggregates in study/fp16/published.json"),
         ("write_published", "write_published", _switch(),
          "with -study_results: rewrite study/fp16/published.json from the study's files", "off"),
-        ("doc", "doc", _str, "the page whose study blocks are rewritten", "docs/fp16-study.md"),
-        ("data_dir", "data_dir", _str, "where the CSV and PNG files go", "docs/data/fp16-study"),
+        ("out", "out", _str, "the report's folder: its tables (tables.md and a CSV file each) "
+         "and plots", "build/fp16-study"),
+        ("update_docs", "update_docs", _switch(),
+         "instead, rewrite the study blocks of the tracked page docs/fp16-study.md and the "
+         "plots it shows, in docs/data/fp16-study", "off"),
+        ("doc", "doc", _str, "a page whose study blocks are rewritten (its plots go to -data_dir)",
+         "none; docs/fp16-study.md with -update_docs"),
+        ("data_dir", "data_dir", _str, "where a page's plots go",
+         "-out; docs/data/fp16-study with -update_docs"),
         ("plots", "plots", _switch(), "draw the PNG plots (matplotlib)", "on"),
     ]))
 

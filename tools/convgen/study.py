@@ -482,7 +482,6 @@ def main(v: dict) -> int:
     if v.get("report", True):
         from convgen import study_report
         if v.get("small") or "out" in v:   # not the page's data: a report of its own beside it
-            return study_report.main({"results": [out], "doc": "",
-                                      "data_dir": out[:-len(".jsonl")] + "-report"})
-        return study_report.main({})
+            return study_report.main({"results": [out], "out": out[:-len(".jsonl")] + "-report"})
+        return study_report.main({})   # the report folder; -update_docs rewrites the page
     return 0

@@ -401,9 +401,11 @@ def published(study_rows: list[dict]) -> dict:
 
 
 def build(ours: list[dict], study_rows: list[dict] | None, published_groups: dict | None,
-          data_dir: str, plots: bool = True, page_dir: str | None = None) -> dict[str, str]:
-    """{block name: markdown}, with CSV and PNG files written under data_dir; images are
-    linked relative to page_dir (the folder of the page the blocks go to)."""
+          data_dir: str, plots: bool = True, page_dir: str | None = None,
+          tables: bool = True) -> dict[str, str]:
+    """{block name: markdown}, with PNG files (and with `tables`, each table as a CSV file
+    and files.json naming them all) written under data_dir; images are linked relative to
+    page_dir (the folder of the page the blocks go to)."""
     blocks: dict[str, str] = {}
     os.makedirs(data_dir, exist_ok=True)
     files = []
@@ -412,8 +414,9 @@ def build(ours: list[dict], study_rows: list[dict] | None, published_groups: dic
         blocks[name] = blocks.get(name, "") + text + "\n\n"
 
     def emit(name: str, table: Table, caption: str = "") -> None:
-        _write(os.path.join(data_dir, f"{table.name}.csv"), table.csv())
-        files.append(f"{table.name}.csv")
+        if tables:
+            _write(os.path.join(data_dir, f"{table.name}.csv"), table.csv())
+            files.append(f"{table.name}.csv")
         if caption:
             add(name, caption)
         add(name, table.markdown())
@@ -476,7 +479,8 @@ def build(ours: list[dict], study_rows: list[dict] | None, published_groups: dic
         emit("devices", devices_table(everyone))
         plot("devices", "devices.png", lambda path: plot_devices(everyone, path),
              "the study's GPUs and ours")
-    _write(os.path.join(data_dir, "files.json"), json.dumps(sorted(files), indent=1) + "\n")
+    if tables:
+        _write(os.path.join(data_dir, "files.json"), json.dumps(sorted(files), indent=1) + "\n")
     return blocks
 
 
@@ -549,13 +553,20 @@ def _block_names(text: str) -> list[str]:
 
 # ---- the command ----------------------------------------------------------------------------
 
+DOC = os.path.join(REPO_ROOT, "docs", "fp16-study.md")
+REPORT_DIR = os.path.join(REPO_ROOT, "build", "fp16-study")   # not tracked (.gitignore: /build/)
+
 def main(v: dict) -> int:
     """`convgen study-report`, from cli.parse_study_report's values."""
     import glob
 
     from convgen import study
-    data_dir = v.get("data_dir", study.RESULTS_DIR)
-    doc = v.get("doc", os.path.join(REPO_ROOT, "docs", "fp16-study.md"))
+    if v.get("update_docs"):   # the tracked page and its plots: only when asked
+        doc = v.get("doc", DOC)
+        data_dir = v.get("data_dir", study.RESULTS_DIR)
+    else:
+        doc = v.get("doc", "")
+        data_dir = v.get("data_dir", v.get("out", REPORT_DIR))
     if doc:
         read_doc(doc)   # a page that cannot be filled stops the run before any file is written
     results = v.get("results") or sorted(p for p in glob.glob(os.path.join(study.RESULTS_DIR, "*.jsonl"))
@@ -571,12 +582,13 @@ def main(v: dict) -> int:
         with open(pub_path) as f:
             pub = json.load(f)
     blocks = build(ours, study_rows, pub, data_dir, plots=v.get("plots", True),
-                   page_dir=os.path.dirname(os.path.abspath(doc)) if doc else data_dir)
+                   page_dir=os.path.dirname(os.path.abspath(doc)) if doc else data_dir,
+                   tables=not doc)
     if doc:
         rewritten, kept = fill_doc(doc, blocks)
         where = (f"{len(rewritten)} blocks of {doc} rewritten"
                  + (f", {', '.join(kept)} left as they were" if kept else ""))
-    else:   # no page to fill (a --small run): the blocks in one file beside the data
+    else:   # no page to fill: the blocks in one file beside the data
         doc = os.path.join(data_dir, "tables.md")
         _write(doc, "".join(f"## {name}\n\n{text}" for name, text in blocks.items()))
         where = f"tables in {doc}"
