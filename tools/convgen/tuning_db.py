@@ -4,6 +4,14 @@ One SQLite file (stdlib sqlite3, write-ahead log), safe for several processes an
 writing at once: each measurement is its own transaction, so an interrupted tuning run
 loses nothing it finished and the next run skips what is already there.
 
+The tracked form of the measurements is text (tuning_text.py, tuning/data/); the database
+is the engine built from it. The *local store* (`open_store`, the default of every
+command) is one such database in the user's cache folder: built from the text on first
+use, brought up to date when the text changes (`TuningDB.sync`), and holding beside it
+what this machine measured, which `TuningDB.export` (`convgen tuning-export`) writes back
+as new text files. Each row says where it came from (`source`: a text file, or NULL for
+measured here).
+
 A problem's key is everything that changes which config is fastest: the device (arch and
 name), the Triton version, the kernel's source (a digest of the direction's kernel module
 and the pieces it shares: a kernel change makes old times stale), direction, type,
@@ -81,9 +89,9 @@ _ISO = "strftime('%Y-%m-%dT%H:%M:%S', {}, 'unixepoch')"   # ... and shown as UTC
 # Stored tables (problems, configs, measurement_rows, best_rows) hold each problem's 20 key
 # columns and each config's text once, by number; the views `measurements` and `best` show
 # the rows with them spelled out, as version 3's tables did, and take INSERT, UPDATE and
-# DELETE through their triggers. Spelled out in every row, the key and config were three
-# quarters of the file (49.4 MB at 2568 problems, 8.9 MB this way), past what travels to
-# the GPU machine (docs/traps.md). The views' columns keep the order of version 3's tables,
+# DELETE through their triggers (a row written through them is one measured here). Spelled
+# out in every row, the key and config were three quarters of the file (49.4 MB at 2568
+# problems, 8.9 MB this way). The views' columns keep the order of version 3's tables,
 # whose files a reader reads as they are and whose rows `INSERT INTO measurements SELECT *
 # FROM old.measurements` copies.
 _SCHEMA = f"""
@@ -752,7 +760,7 @@ class TuningDB:
         """{problem: the devices where a search of its whole tuning space finished}, a
         problem being its key less the arch, device, Triton and kernel (SHAPE_COLUMNS), under
         any Triton and kernel version. A stopped search leaves rows and no best; `tune --top
-        K` leaves the best of a few (docs/tuning-lists.md), which `whole=False` counts too."""
+        K` leaves the best of a few, which `whole=False` counts too."""
         cols = ", ".join(SHAPE_COLUMNS)
         out: dict[tuple, set[str]] = {}
         where, args = ("WHERE searched = ?", (SEARCHED_ALL,)) if whole else ("", ())

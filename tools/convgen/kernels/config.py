@@ -467,7 +467,7 @@ def _s2d_by_default(problem: ConvProblem, backend: Backend) -> int | None:
 
 
 def _tma_default(problem: ConvProblem) -> KernelConfig:
-    """The tiles that won most often in the H100 tuning database (tuning/tuning.sqlite)."""
+    """The tiles that won most often in the H100 tuning data (tuning/data)."""
     if problem.direction.splits_reduction:
         bm = 128 if problem.k >= 128 else 64
         bn = 128 if problem.c >= 128 else _narrow(problem.c)
@@ -531,7 +531,7 @@ def min_block_k(problem: ConvProblem) -> int:
 # On the H100 a depthwise bwd_weight with 802,816 products in one chain (split 1, the
 # old rule's pick) leaned -0.6 ulp and failed the rel bit: matrix units do not round
 # each addition to nearest. Shorter chains, summed in order by the split's reduction,
-# were also twice as fast there (tuning/tuning.sqlite).
+# were also twice as fast there (tuning/data).
 MAX_CHAIN = 2**16
 
 
