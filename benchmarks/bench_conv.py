@@ -4,11 +4,12 @@ Usage:
 
     python benchmarks/bench_conv.py [--layers issue|resnet50|all] [--types f16,bf16]
         [--directions fwd,bwd_data,bwd_weight] [--batch 256] [--path dot|fma] [--quick]
-        [--tuning-db PATH] [--selector MODEL|none] [--timing graph|launch] [--json out.json]
+        [--tuning-db [PATH]] [--selector MODEL|none] [--timing graph|launch] [--json out.json]
 
 One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
 with seed 1. Ours: the kernel and config convgen selects (kernels/config.select): with
-`--tuning-db PATH`, that database's best for the problem when it has one; else the
+`--tuning-db [PATH]`, that database's (no PATH: the local store of tuning/data) best for
+the problem when it has one; else the
 selector model's pick (the shipped tuning/models/ARCH.json, or `--selector MODEL`); else,
 or with `--selector none`, the rule. Each row says which (`config_source`). The vendor's:
 torch.ops.aten.convolution (fwd) and
@@ -311,8 +312,9 @@ def main():
                     help="our kernel's matrix-core (dot) or FMA path")
     ap.add_argument("--quick", action="store_true", help="the first three layers, the first type")
     ap.add_argument("--json", metavar="PATH", help="write the rows and geomeans here")
-    ap.add_argument("--tuning-db", metavar="PATH",
-                    help="run the configuration convgen selects with this tuning database")
+    ap.add_argument("--tuning-db", metavar="PATH", nargs="?", const="",
+                    help="run the configuration convgen selects with this tuning database (no "
+                    "PATH: the local store of tuning/data)")
     ap.add_argument("--timing", choices=("graph", "launch"), default="graph",
                     help="time both sides as one CUDA graph's replay each, as convgen tune does "
                     "(graph), or each call's launches as Python issues them (launch)")
