@@ -247,7 +247,7 @@ def open_store(folder: str | None = None) -> str:
                            field="tuning_db") from None
     with TuningDB(path) as db:
         db.sync(folder)
-    _FRESH[path] = _fingerprint(folder)
+        _FRESH[path] = db.synced_with()
     return path
 
 
@@ -330,8 +330,7 @@ def fold_log(path: str) -> None:
     back into the file, leaving one plain file that holds every committed row. A copy of
     the file alone misses the log's rows, and is itself in WAL mode: a copy made after a
     stopped `convgen tune` lacks the last problems it reported. Refused, not silently
-    partial, while another
-    process still has the database open."""
+    partial, while another process still has the database open."""
     if not os.path.exists(path):
         raise ConvgenError(f"tuning database '{path}' does not exist", field="tuning_db")
     TuningDB(path).close()
