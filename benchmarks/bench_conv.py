@@ -73,7 +73,7 @@ try:   # trees before the descriptor kernels build a launch's arguments on every
     from convgen.kernels.launch import prepare  # noqa: E402
 except ImportError:
     prepare = None
-try:   # trees older than the refactor of issue 12 keep these elsewhere or lack them
+try:   # older trees keep these elsewhere or lack them
     from convgen.options import DataSpec  # noqa: E402
     from convgen.kernels.launch import triton_failure  # noqa: E402
 except ImportError:

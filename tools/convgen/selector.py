@@ -210,7 +210,7 @@ def _kernel_problem(p, cfg):
 class _KernelFacts:
     """What the config features need of the problem a kernel runs (q: p, or its folded
     problem for s2d), worked out once: a selection asks about ~50 configs of one problem
-    (the 1 ms budget of issue 15)."""
+    (a selection's budget is 1 ms)."""
 
     def __init__(self, p, q, dev: Device):
         self.q = q
@@ -278,7 +278,7 @@ def unaligned_strides(q) -> bool:
 def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     """The config's fields and how its tiles fit the problem the kernel runs (the folded
     one for s2d, whose facts are f). Ceiling divisions are written out: a selection asks
-    this of ~50 configs within its 1 ms (issue 15)."""
+    this of ~50 configs within its 1 ms budget."""
     q = f.q
     bm, bn, bk, split = cfg.block_m, cfg.block_n, cfg.block_k, cfg.split
     m, r, walk, n_extent = f.m, f.r, f.walk, f.n_extent
