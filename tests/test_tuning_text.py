@@ -267,3 +267,29 @@ def test_tuning_stats_counts_a_list_s_problems_searched_on_each_device(store_env
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tools")})
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["sm90 'NVIDIA H100 80GB HBM3' 3.6.0 searched=1 of=2"]
+
+
+def test_a_run_s_line_names_the_triton_version_that_measured_its_tuned_entry(tmp_path):
+    """A run on this Triton whose problem was tuned only under another version takes that
+    version's best, and its `#` line says which."""
+    import triton
+
+    from convgen import backend, cli
+    from convgen.kernels import config as kconfig
+    from convgen.tuning_db import key_for
+    backend.ensure_interpreter_if_no_gpu()
+    be = backend.current()
+    run = cli.parse(["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "8",
+                     "-out_channels", "16", "-in_h", "5", "-in_w", "5", "-fil_h", "3", "-fil_w", "3",
+                     "-in_layout", "nhwc", "-fil_layout", "kyxc", "-out_layout", "nhwk", "-pv", "-x2"])
+    key = {**key_for(run.problem, be), "triton": "0.1.0"}
+    assert triton.__version__ != "0.1.0"
+    rule, _ = kconfig.select(run.problem, be, True, None, None)
+    other = "block_m=32,block_n=16,block_k=16,num_warps=4,num_stages=1,split=1,group_m=8"
+    assert rule.describe() != other
+    db = str(tmp_path / "t.sqlite")
+    with TuningDB(db) as t:
+        t.set_best(key, other, 0.5, 1.0, "cpu reference [1 1 1]")
+    cfg, source = kconfig.select(run.problem, be, True, None, db)
+    assert cfg.describe() == other
+    assert source.startswith("tuned: the fastest measured here (0.500 ms, ") and "Triton 0.1.0, t.sqlite)" in source
