@@ -97,7 +97,11 @@ def main() -> int:
     args = ap.parse_args()
     skipped = []
     try:
-        rows = compare(args.top, tuning_db.resolve(args.whole), args.model, skipped)
+        whole = tuning_db.resolve(args.whole)
+        if whole is None:
+            raise ConvgenError(f"no whole search to compare with: no tracked data in {tuning_db.data_dir()} "
+                               "(give --whole)")
+        rows = compare(args.top, whole, args.model, skipped)
     except ConvgenError as e:
         print(f"tune_top_compare: error: {e}", file=sys.stderr)
         return 2

@@ -293,3 +293,13 @@ def test_a_run_s_line_names_the_triton_version_that_measured_its_tuned_entry(tmp
     cfg, source = kconfig.select(run.problem, be, True, None, db)
     assert cfg.describe() == other
     assert source.startswith("tuned: the fastest measured here (0.500 ms, ") and "Triton 0.1.0, t.sqlite)" in source
+
+
+def test_a_reader_with_no_data_leaves_no_store_behind(store_env, tmp_path):
+    # a copy of the tools without tuning/data (a test's scratch checkout, say): a run finds
+    # no tuning database and the cache folder stays empty; a writer still gets its store
+    cache = os.environ["CONVGEN_CACHE_DIR"]
+    assert tuning_db.resolve("") is None and not os.path.exists(cache)
+    path = tuning_db.resolve("", writing=True)
+    assert path == tuning_db.store_path() and os.path.exists(path)
+    assert tuning_db.resolve("") == path   # once it exists, readers take it

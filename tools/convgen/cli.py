@@ -1156,8 +1156,7 @@ def parse_selector(argv: list[str]) -> dict:
     v = _scan([str(a) for a in argv], SELECTOR_FLAGS)
     db = tuning_db.resolve(v.get("db", ""))
     if db is None:
-        raise ConvgenError(f"no tuning database to learn from ({os.environ.get('CONVGEN_TUNING_DB')} "
-                           "does not exist; give --db)", field="db")
+        raise ConvgenError(f"no tuning database to learn from ({_no_store()}; give --db)", field="db")
     return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
             "warm_start": v.get("warm_start"), "trees": v.get("trees"),
             "folds": v.get("folds", 5), "group": v.get("group", "shape"),
@@ -1346,6 +1345,13 @@ def split_test_main(argv: list[str] | None = None) -> int:
         type_name = t.name
     return split_test.run(args.input, args.dest, type_name, force=args.force,
                           type_of=command_type)
+
+
+def _no_store() -> str:
+    """Why tuning_db.resolve("") found no database for a reader."""
+    from convgen import tuning_db
+    env = os.environ.get("CONVGEN_TUNING_DB")
+    return f"{env} does not exist" if env else f"no tracked data in {tuning_db.data_dir()}"
 
 
 def _tuning_command(name: str, v: dict) -> int:

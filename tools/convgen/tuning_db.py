@@ -191,12 +191,14 @@ def resolve(given: str | None, writing: bool = False) -> str | None:
     """The database a run uses: `given` a path (used as it is), "" for the default
     ($CONVGEN_TUNING_DB used as it is, else the local store, brought up to date with the
     tracked text first: open_store), None for none. A reader takes a $CONVGEN_TUNING_DB
-    that does not exist as none (nothing is tuned yet); a writer creates it."""
+    that does not exist as none (nothing is tuned yet), and the local store too where
+    neither it nor any tracked text exists (a copy of the tools alone); a writer creates
+    them."""
     if given is None:
         return None
     path = given or os.environ.get("CONVGEN_TUNING_DB")
     if not path:
-        return open_store()
+        return open_store(create=writing)
     if not (given or writing or os.path.exists(path)):
         return None
     return path
@@ -221,16 +223,19 @@ def _fingerprint(folder: str) -> dict[str, tuple[int, int]]:
 _FRESH: dict[str, dict] = {}   # store path -> the fingerprint it was last seen up to date with
 
 
-def open_store(folder: str | None = None) -> str:
+def open_store(folder: str | None = None, create: bool = True) -> str | None:
     """The local store's path, brought up to date with the tracked text (TuningDB.sync)
     when that changed since it was built: created on first use, its tracked rows built
     again when a file changed or went, the new files' rows added when files were added.
-    Rows measured here and not yet exported stay."""
+    Rows measured here and not yet exported stay. None where there is neither a store nor
+    any text and `create` is off: a reader leaves no empty store behind."""
     folder = folder or data_dir()
     path = store_path(folder)
     seen = _fingerprint(folder)
     if _FRESH.get(path) == seen:
         return path
+    if not (seen or create or os.path.exists(path)):
+        return None
     if os.path.exists(path):
         try:
             with TuningDB(path, readonly=True) as db:
