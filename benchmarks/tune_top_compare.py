@@ -99,8 +99,7 @@ def main() -> int:
     try:
         whole = tuning_db.resolve(args.whole)
         if whole is None:
-            raise ConvgenError(f"no whole search to compare with: no tracked data in {tuning_db.data_dir()} "
-                               "(give --whole)")
+            raise ConvgenError(f"no whole search to compare with: {tuning_db.why_none()} (give --whole)")
         rows = compare(args.top, whole, args.model, skipped)
     except ConvgenError as e:
         print(f"tune_top_compare: error: {e}", file=sys.stderr)

@@ -1156,7 +1156,8 @@ def parse_selector(argv: list[str]) -> dict:
     v = _scan([str(a) for a in argv], SELECTOR_FLAGS)
     db = tuning_db.resolve(v.get("db", ""))
     if db is None:
-        raise ConvgenError(f"no tuning database to learn from ({_no_store()}; give --db)", field="db")
+        raise ConvgenError(f"no tuning database to learn from ({tuning_db.why_none()}; give --db)",
+                           field="db")
     return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
             "warm_start": v.get("warm_start"), "trees": v.get("trees"),
             "folds": v.get("folds", 5), "group": v.get("group", "shape"),
@@ -1347,16 +1348,10 @@ def split_test_main(argv: list[str] | None = None) -> int:
                           type_of=command_type)
 
 
-def _no_store() -> str:
-    """Why tuning_db.resolve("") found no database for a reader."""
-    from convgen import tuning_db
-    env = os.environ.get("CONVGEN_TUNING_DB")
-    return f"{env} does not exist" if env else f"no tracked data in {tuning_db.data_dir()}"
-
-
-def _tuning_command(name: str, v: dict) -> int:
+def _tuning_command(name: str, args: list[str]) -> int:
     """convgen tuning-stats / tuning-export."""
     from convgen import tuning_db, tuning_text
+    v = _scan(args, TUNING_STATS_FLAGS if name == "tuning-stats" else TUNING_EXPORT_FLAGS)
     folder = v.get("data") or tuning_db.data_dir()
     if not os.path.isdir(folder):
         raise ConvgenError(f"'{folder}' is not a folder", field="data")
@@ -1373,9 +1368,7 @@ def _tuning_command(name: str, v: dict) -> int:
     db = v.get("db") or os.environ.get("CONVGEN_TUNING_DB")
     if db and not os.path.exists(db):
         raise ConvgenError(f"tuning database '{db}' does not exist", field="db")
-    path = db or tuning_db.store_path(folder)
-    if not db:
-        tuning_db.open_store(folder)
+    path = db or tuning_db.open_store(folder)
     out = v.get("out")
     if out and not os.path.isdir(out):
         raise ConvgenError(f"'{out}' is not a folder", field="out")
@@ -1409,6 +1402,39 @@ def _quiet_broken_pipe() -> int:
     return 141
 
 
+def _selector(name: str, args: list[str]) -> int:
+    from convgen.selector import main as selector_main
+    return selector_main(name, parse_selector(args))
+
+
+def _study(name: str, args: list[str]) -> int:
+    from convgen import study
+    return study.main(parse_study(args))
+
+
+def _study_report(name: str, args: list[str]) -> int:
+    from convgen import study_report
+    return study_report.main(parse_study_report(args))
+
+
+def _compare(name: str, args: list[str]) -> int:
+    from convgen.compare import run as compare
+    return compare(parse_compare(args))
+
+
+# convgen's programs other than a test run and `tune`: their flags and what runs them; a
+# ConvgenError they raise names the flag it is about
+_PROGRAMS = {
+    "tuning-stats": (TUNING_STATS_FLAGS, _tuning_command),
+    "tuning-export": (TUNING_EXPORT_FLAGS, _tuning_command),
+    "train-selector": (SELECTOR_FLAGS, _selector),
+    "eval-selector": (SELECTOR_FLAGS, _selector),
+    "study": (STUDY_FLAGS, _study),
+    "study-report": (STUDY_REPORT_FLAGS, _study_report),
+    "compare": (COMPARE_FLAGS, _compare),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -1425,46 +1451,15 @@ def main(argv: list[str] | None = None) -> int:
                                       retime_before=args["retime_before"],
                                       retime_under=args["retime_under"], top=args["top"]),
                                  args["db"])
-        if argv and argv[0] in ("tuning-stats", "tuning-export"):
-            table = TUNING_STATS_FLAGS if argv[0] == "tuning-stats" else TUNING_EXPORT_FLAGS
+        if argv and argv[0] in _PROGRAMS:
+            table, run = _PROGRAMS[argv[0]]
             if wants_help:
                 print(usage(table), end="")
                 return 0
             try:
-                return _tuning_command(argv[0], _scan([str(a) for a in argv[1:]], table))
+                return run(argv[0], [str(a) for a in argv[1:]])
             except ConvgenError as e:
                 raise _named(e, argv[1:], table) from None
-        if argv and argv[0] in ("train-selector", "eval-selector"):
-            if wants_help:
-                print(usage(SELECTOR_FLAGS), end="")
-                return 0
-            from convgen.selector import main as selector_main
-            try:
-                return selector_main(argv[0], parse_selector(argv[1:]))
-            except ConvgenError as e:
-                raise _named(e, argv[1:], SELECTOR_FLAGS) from None
-        if argv and argv[0] in ("study", "study-report"):
-            table = STUDY_FLAGS if argv[0] == "study" else STUDY_REPORT_FLAGS
-            if wants_help:
-                print(usage(table), end="")
-                return 0
-            try:
-                if argv[0] == "study":
-                    from convgen import study
-                    return study.main(parse_study(argv[1:]))
-                from convgen import study_report
-                return study_report.main(parse_study_report(argv[1:]))
-            except ConvgenError as e:
-                raise _named(e, argv[1:], table) from None
-        if argv and argv[0] == "compare":
-            if wants_help:
-                print(usage(COMPARE_FLAGS), end="")
-                return 0
-            from convgen.compare import run as compare
-            try:
-                return compare(parse_compare(argv[1:]))
-            except ConvgenError as e:
-                raise _named(e, argv[1:], COMPARE_FLAGS) from None
         if wants_help:
             print(usage(_dialect(argv)[1]), end="")
             return 0

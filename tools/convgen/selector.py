@@ -500,9 +500,9 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     checks it again. A problem whose tuning was stopped part way has only some configs
     measured: its best so far would judge a pick among a few, so it waits for the rest."""
     from convgen.kernels import config as kconfig
-    from convgen.tuning_db import SEARCHED_ALL, TuningDB, data_dir, problem_from_key
+    from convgen.tuning_db import SEARCHED_ALL, TuningDB, problem_from_key, why_none
     if db_path is None:   # tuning_db.resolve found none
-        raise ConvgenError(f"no tuning database: no tracked data in {data_dir()} (give --db)", field="db")
+        raise ConvgenError(f"no tuning database: {why_none()} (give --db)", field="db")
     backend = _backend_for(arch)
     problem_columns = ("device", "direction", "dtype", "layouts") + SHAPE_COLUMNS
     with TuningDB(db_path, readonly=True) as db:

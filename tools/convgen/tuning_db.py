@@ -204,6 +204,12 @@ def resolve(given: str | None, writing: bool = False) -> str | None:
     return path
 
 
+def why_none() -> str:
+    """Why resolve("") found no database for a reader."""
+    env = os.environ.get("CONVGEN_TUNING_DB")
+    return f"{env} does not exist" if env else f"no tracked data in {data_dir()}"
+
+
 def describe(path: str) -> str:
     """A database as a run's `#` line names it: the local store as such, any other file by
     its name."""

@@ -23,7 +23,7 @@ A file, line by line:
 
 TFLOPS are not stored: they follow from the problem and the time (flops / ms / 1e9), which
 is how `convgen tune` computes them. Reading two files that hold the same (key, config),
-the later measurement wins (tuning_db.sync_store).
+the later measurement wins (tuning_db.TuningDB.sync).
 """
 from __future__ import annotations
 
@@ -80,20 +80,14 @@ def batch_text(measurements: list[dict], bests: list[dict]) -> str:
     configs = sorted({r["config"] for r in measurements} | {b["config"] for b in bests})
     index = {c: i for i, c in enumerate(configs)}
     problems: dict[tuple, dict] = {}
-
-    def entry(row) -> dict:
-        key = tuple(row[c] for c in KEY_COLUMNS)
-        return problems.setdefault(key, {"key": dict(zip(KEY_COLUMNS, key)), "times": [],
-                                         "ok": [], "invalid": [], "wrong": [], "best": None})
-    for r in measurements:
-        e = entry(r)
-        e["times"].append(r["measured_at"])
-    for b in bests:
-        e = entry(b)
-        e["times"].append(b["measured_at"])
+    for r in measurements + bests:   # each problem's rows, and the time they count from
+        key = tuple(r[c] for c in KEY_COLUMNS)
+        e = problems.setdefault(key, {"key": dict(zip(KEY_COLUMNS, key)), "since": r["measured_at"],
+                                      "ok": [], "invalid": [], "wrong": [], "best": None})
+        e["since"] = min(e["since"], r["measured_at"])
     for r in measurements:
         e = problems[tuple(r[c] for c in KEY_COLUMNS)]
-        at = r["measured_at"] - min(e["times"])
+        at = r["measured_at"] - e["since"]
         c = index[r["config"]]
         if r["status"] == "ok":
             e["ok"].append([c, r["ms"], at] + ([r["error"]] if r["error"] else []))
@@ -106,11 +100,11 @@ def batch_text(measurements: list[dict], bests: list[dict]) -> str:
     for b in bests:
         e = problems[tuple(b[c] for c in KEY_COLUMNS)]
         e["best"] = {"config": index[b["config"]], "ms": b["ms"], "checked": b["checked"],
-                     "at": b["measured_at"] - min(e["times"]), "searched": b["searched"]}
+                     "at": b["measured_at"] - e["since"], "searched": b["searched"]}
     lines = [json.dumps({FORMAT: VERSION, "configs": configs})]
     for key in sorted(problems, key=lambda k: json.dumps(k)):
         e = problems[key]
-        line = {"key": e["key"], "since": iso(min(e["times"]))}
+        line = {"key": e["key"], "since": iso(e["since"])}
         for status in ("ok", "invalid", "wrong"):
             if e[status]:
                 line[status] = sorted(e[status], key=lambda row: (row[0], json.dumps(row)))
