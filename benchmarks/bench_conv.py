@@ -7,7 +7,7 @@ Usage:
         [--tuning-db [PATH]] [--selector MODEL|none] [--timing graph|launch] [--json out.json]
 
 One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
-with seed 1. Ours: the kernel and config convgen selects (kernels/config.select): with
+with seed 1. Ours: the kernel and config convgen selects (picks.select): with
 `--tuning-db [PATH]`, that database's (no PATH: the local store of tuning/data) best for
 the problem when it has one; else the
 selector model's pick (the shipped tuning/models/ARCH.json, or `--selector MODEL`); else,
@@ -56,18 +56,21 @@ from convgen.backend import current  # noqa: E402
 from convgen.dtypes import elem_type  # noqa: E402
 from convgen.inputs import empty_output, make_inputs  # noqa: E402
 from convgen.kernels.config import choose  # noqa: E402
-try:   # older trees have no tuning database
-    from convgen.kernels.config import select  # noqa: E402
+try:   # the pick's one place (older trees: kernels/config.py; before the database, none)
+    from convgen.picks import MODEL_SOURCE, select  # noqa: E402
 except ImportError:
-    select = None
-try:   # nor, before the selector, a model's pick
-    from convgen.kernels.config import MODEL_SOURCE  # noqa: E402
-except ImportError:
+    try:
+        from convgen.kernels.config import select  # noqa: E402
+    except ImportError:
+        select = None
     MODEL_SOURCE = "selected by model"
-try:   # nor, in older trees, a public graph timer
-    from convgen.tune import graph_replay  # noqa: E402
+try:   # the graph timer (older trees: convgen.tune; before it, none)
+    from convtune.tune import graph_replay  # noqa: E402
 except ImportError:
-    graph_replay = None
+    try:
+        from convgen.tune import graph_replay  # noqa: E402
+    except ImportError:
+        graph_replay = None
 from convgen.kernels.launch import run_conv  # noqa: E402
 try:   # trees before the descriptor kernels build a launch's arguments on every call
     from convgen.kernels.launch import prepare  # noqa: E402

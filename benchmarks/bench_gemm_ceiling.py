@@ -19,7 +19,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-from convgen import tuning_db  # noqa: E402
+from convtune import tuning_db  # noqa: E402
 
 from convgen.kernels.common import tile_ids  # noqa: E402
 

@@ -29,7 +29,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import torch  # noqa: E402,F401  (a convgen run has it imported before the selector loads)
 
-from convgen import cli, dtypes, models, report, selector  # noqa: E402
+from convgen import dtypes, report  # noqa: E402
+from convtune import commands as lab_commands  # noqa: E402
+from convtune import models, selector  # noqa: E402
 from convgen.backend import current  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
 from convgen.problem import make_problem  # noqa: E402
@@ -53,12 +55,13 @@ def _stages(problems, be, path) -> dict:
     kernels/config.validate and the chain length of the few candidates it chooses among)."""
     import numpy as np
     from convgen.kernels import config as kconfig
+    from convtune import space as tuning_space
     model = selector.load(path)
     dev = selector.device_of(be)
     spent = dict.fromkeys(("space", "features", "pick"), 0.0)
     for p in problems:
         t0 = time.perf_counter()
-        space = kconfig.space(p, be)   # as selector.choose builds it
+        space = tuning_space.configs(p, be)   # as selector.choose builds it
         t1 = time.perf_counter()
         x = np.asarray(selector.feature_rows(p, space, dev), dtype=np.float64)
         t2 = time.perf_counter()
@@ -111,7 +114,7 @@ def main() -> int:
         argv = ["--operation", {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
                                 "bwd_weight": "conv2d_bwd_weight"}[direction], "-t", "f16",
                 "-in_layout=nhwc", "-fil_layout=kyxc", "-out_layout=nhwk",
-                *cli.layer_args(layer, batch), "-pv_with_gpu", "-x2", "-tuning_db", "none"]
+                *lab_commands.layer_args(layer, batch), "-pv_with_gpu", "-x2", "-tuning_db", "none"]
         p = subprocess.run([sys.executable, "-m", "convgen", *argv], capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                p for p in (os.path.join(ROOT, "tools"), os.environ.get("PYTHONPATH")) if p)})

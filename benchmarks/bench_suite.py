@@ -39,7 +39,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import cli, models, report  # noqa: E402
+from convgen import report  # noqa: E402
+from convtune import commands as lab_commands  # noqa: E402
+from convtune import models  # noqa: E402
 
 
 def _lit(args: list[str], env: dict) -> tuple[float, int, str]:
@@ -126,7 +128,7 @@ def configs(work: str, count: int, lit_args: list[str], env: dict) -> dict:
     for i, (net, layer, direction, dtype, layouts) in enumerate(models.suite_set(count)):
         with open(os.path.join(suite, f"c{i:04d}_{net}_{direction}_{dtype}.mlir"), "w") as f:
             f.write(f"// {net} {models.layer_name(layer)} {direction} {dtype} {'/'.join(layouts)}\n"
-                    f"// RUN: {cli.model_run_line(layer, 1, direction, dtype, layouts)}\n"
+                    f"// RUN: {lab_commands.model_run_line(layer, 1, direction, dtype, layouts)}\n"
                     "// CHECK: [1 1 1]\n")
     results = os.path.join(work, "configs.json")
     seconds, rc, text = _lit(["-s", *lit_args, "--param", f"exec_root={os.path.join(work, 'cx')}",

@@ -23,7 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import selector, tuning_db  # noqa: E402
+from convtune import selector, tuning_db  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 

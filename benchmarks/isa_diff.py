@@ -3,7 +3,7 @@
 
     python3 benchmarks/isa_diff.py OLD_TOOLS_DIR [NEW_TOOLS_DIR] [--targets sm90,gfx942]
 
-Each tree's kernels are cross-compiled (its own kernels/isa.py, in a subprocess with that
+Each tree's kernels are cross-compiled (its own convaudit/isa.py (kernels/isa.py in older trees), in a subprocess with that
 tree on sys.path) for every direction x type x path of the ISA survey, and each kernel's
 assembly becomes a histogram of opcodes. Loads of kernel parameters are left out (a
 kernel with other parameters loads other ones). Equal histograms mean the same
@@ -31,7 +31,10 @@ CASES = [(d, t, dot) for d in ("fwd", "bwd_data", "bwd_weight") for t in ("f16",
 
 _CHILD = r"""
 import collections, json, re, sys
-from convgen.kernels import isa
+try:
+    from convaudit import isa
+except ImportError:   # trees before the audits left the suite
+    from convgen.kernels import isa
 layouts = isa.CHANNELS_LAST
 out = {}
 for target in sys.argv[1].split(","):

@@ -21,7 +21,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import selector as S, tuning_db  # noqa: E402
+from convtune import selector as S, tuning_db  # noqa: E402
 from convgen.errors import script_main  # noqa: E402
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import numpy as np  # noqa: E402
 
-from convgen import selector as S, tuning_db  # noqa: E402
+from convtune import selector as S, tuning_db  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 

@@ -27,9 +27,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from convgen import report, selector, tuning_db  # noqa: E402
+from convgen import report  # noqa: E402
+from convtune import selector, tuning_db  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
-from convgen.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key  # noqa: E402
+from convtune.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key  # noqa: E402
 
 TUNED = re.compile(r"^# convgen tune: (\w+ .*?): (\d+) timed, .* ([0-9.]+) s; ")
 

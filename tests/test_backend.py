@@ -215,12 +215,12 @@ def test_the_gpu_name_is_asked_of_torch_once_per_gpu(monkeypatch):
 def test_the_gpu_counts_its_own_units_once_per_gpu(monkeypatch):
     """Backend.units is the device's own count of SMs (CUs), asked of torch once per GPU:
     the selector's features fall back to it for a GPU backend.DEVICE_UNITS does not name,
-    and a persistent launch runs one program on each (kernels/launch.units)."""
+    and a persistent launch runs one program on each (kernels/spec.units)."""
     import types
 
     import torch
     from convgen import backend
-    from convgen.kernels import launch
+    from convgen.kernels import spec
     asked = []
     counts = {0: 132, 1: 114}
     current = [0]
@@ -233,9 +233,9 @@ def test_the_gpu_counts_its_own_units_once_per_gpu(monkeypatch):
         assert [be.units() for _ in range(3)] == [132] * 3
         current[0] = 1
         assert be.units() == 114
-        assert launch.units(torch.device("cuda", 1)) == 114 and launch.units(torch.device("cuda", 0)) == 132
+        assert spec.units(torch.device("cuda", 1)) == 114 and spec.units(torch.device("cuda", 0)) == 132
         assert asked == [0, 1]
         assert INTERP.units() == 0
-        assert launch.units(torch.device("meta")) == backend.DEVICE_UNITS["NVIDIA H100 80GB HBM3"]
+        assert spec.units(torch.device("meta")) == backend.DEVICE_UNITS["NVIDIA H100 80GB HBM3"]
     finally:
         backend.gpu_units.cache_clear()

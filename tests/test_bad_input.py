@@ -102,21 +102,22 @@ def test_a_model_pick_triton_refuses_gives_way_to_the_rule(capsys, monkeypatch):
     command line, or the rule's own, still stops the run (above)."""
     from triton.runtime.errors import OutOfResources
     import convgen.kernels.launch as launch
+    from convgen import picks
     from convgen.kernels import config as kconfig
-    real_select, real_run = kconfig.select, launch.run_conv
+    real_select, real_run = picks.select, launch.run_conv
     picked = {}
 
     def model_select(p, be, use_dot, *a):
         rule, _ = real_select(p, be, use_dot, None, None, None)
         picked["cfg"] = kconfig.choose(p, be, use_dot, {"block_m": rule.block_m * 2})
         picked["rule"] = rule.describe()
-        return picked["cfg"], f"{kconfig.MODEL_SOURCE} sm90.json: predicted 99.0 TFLOPS; no tuning database"
+        return picked["cfg"], f"{picks.MODEL_SOURCE} sm90.json: predicted 99.0 TFLOPS; no tuning database"
 
     def refuse_the_pick(p, tensors, out, cfg, *a, **kw):
         if cfg == picked["cfg"]:
             raise OutOfResources(262240, 232448, "shared memory")
         return real_run(p, tensors, out, cfg, *a, **kw)
-    monkeypatch.setattr(kconfig, "select", model_select)
+    monkeypatch.setattr(picks, "select", model_select)
     monkeypatch.setattr(launch, "run_conv", refuse_the_pick)
     rc, out, err = run(capsys, SMALL)
     assert rc == 0 and out.splitlines()[-1] == "[1 1 1]"
@@ -124,8 +125,8 @@ def test_a_model_pick_triton_refuses_gives_way_to_the_rule(capsys, monkeypatch):
     assert picked["cfg"].describe() in note and "262240 bytes of shared memory" in note
     assert f"the default rule's config {picked['rule']} runs instead" in note
     # a pick that is the rule's own config has nothing to give way to: one error line
-    monkeypatch.setattr(kconfig, "select", lambda p, be, use_dot, *a: (
-        real_select(p, be, use_dot, None, None, None)[0], f"{kconfig.MODEL_SOURCE} sm90.json"))
+    monkeypatch.setattr(picks, "select", lambda p, be, use_dot, *a: (
+        real_select(p, be, use_dot, None, None, None)[0], f"{picks.MODEL_SOURCE} sm90.json"))
     def refuse_all(*a, **kw):
         raise OutOfResources(262240, 232448, "shared memory")
     monkeypatch.setattr(launch, "run_conv", refuse_all)
@@ -212,9 +213,9 @@ def test_output_piped_into_head_ends_quietly():
 
 def test_help_errors_and_split_test_do_not_import_torch(tmp_path):
     src = os.path.join(os.path.dirname(TOOLS), "e2e", "compat", "rocmlir_gen_spellings.mlir")
-    code = ("import sys; from convgen import cli; cli.main(['--help']); cli.main(['-bogus']); "
-            "cli.main(['compare', '--help']); cli.main(['tune', '--help']); "
-            f"cli.split_test_main([{src!r}, {str(tmp_path / 'split')!r}]); "
+    code = ("import sys; from convgen import cli, split_test; cli.main(['--help']); "
+            "cli.main(['-bogus']); cli.main(['compare', '--help']); cli.main(['tune', '--help']); "
+            f"split_test.main([{src!r}, {str(tmp_path / 'split')!r}]); "
             "print('torch' in sys.modules, 'triton' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=TOOLS),
                        capture_output=True, text=True, timeout=60)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from convgen import dtypes
 from convgen.backend import current
 from convgen.inputs import empty_output, make_inputs
-from convgen.kernels import config as kconfig
+from convgen import picks
 from convgen.kernels.launch import run_conv
 from convgen.options import DataSpec
 from convgen.problem import make_problem
@@ -88,7 +88,7 @@ def test_the_kernels_match_the_reference(direction, case, layouts):
     t = make_inputs(p, DataSpec(seed=5), dev)
     ref = _torch_reference(p, {k: v.cpu() for k, v in t.items()})
     for use_dot in (True, False):
-        cfg, source = kconfig.select(p, be, use_dot, None, None, None)
+        cfg, source = picks.select(p, be, use_dot, None, None, None)
         assert "once per filter depth tap" in source and not cfg.tma and not cfg.s2d
         out = empty_output(p, dev)
         run_conv(p, t, out, cfg, use_dot, be)
@@ -108,7 +108,7 @@ def test_a_wrong_depth_gather_is_caught():
     try:
         depth._depths = lambda prob, z: real(prob, min(z + 1, prob.z - 1))
         out = empty_output(p, be.torch_device)
-        cfg, _ = kconfig.select(p, be, True, None, None, None)
+        cfg, _ = picks.select(p, be, True, None, None, None)
         run_conv(p, t, out, cfg, True, be)
     finally:
         depth._depths = real

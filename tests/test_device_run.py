@@ -46,7 +46,7 @@ def test_a_tune_ends_before_the_call_limit_and_sends_its_rows_back(tmp_path):
         m = re.search(r"(\d+) row\(s\) of the interpreter left out", exported)
         assert m and int(m.group(1)) > 0, exported
     else:
-        from convgen import tuning_text
+        from convtune import tuning_text
         files = tuning_text.data_files(str(out))
         assert files and sum(1 for f in files for _ in tuning_text.read_batch(f)) > 0, exported
 

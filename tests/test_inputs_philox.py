@@ -77,7 +77,8 @@ def test_inputs_are_the_same_on_the_host_and_the_device():
 
 CROSS = """
 import json, re, sys
-from convgen.kernels import draw, isa
+from convgen.kernels import draw
+from convaudit import isa
 out = {}
 for target in ("sm90", "gfx90a", "gfx942"):
     for fusion in (False, True):

@@ -30,7 +30,7 @@ def compile_here(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def survey():
-    proc = compile_here("-m", "convgen.kernels.isa", "--json", "--targets", ",".join(AMD + NVIDIA))
+    proc = compile_here("-m", "convaudit.isa", "--json", "--targets", ",".join(AMD + NVIDIA))
     return json.loads(proc.stdout)
 
 
@@ -141,8 +141,8 @@ LOAD_TARGETS = ["sm90", "gfx90a", "gfx942"]
 
 @pytest.fixture(scope="module")
 def loads():
-    """`python -m convgen.kernels.isa --loads`, parsed: {(direction, target): counts}."""
-    proc = compile_here("-m", "convgen.kernels.isa", "--loads", "--targets", ",".join(LOAD_TARGETS))
+    """`python -m convaudit.isa --loads`, parsed: {(direction, target): counts}."""
+    proc = compile_here("-m", "convaudit.isa", "--loads", "--targets", ",".join(LOAD_TARGETS))
     out = {}
     for line in proc.stdout.splitlines():
         direction, target, *counts = line.split()
@@ -161,7 +161,7 @@ def test_channels_last_loads_are_16_bytes_wide(loads, direction, target):
 
 
 def test_load_counting_reads_each_form():
-    from convgen.kernels.isa import count_loads
+    from convaudit.isa import count_loads
     ptx = """
         ld.global.b16 %rs1, [%rd1];
         @%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd2 + 0 ];
@@ -185,7 +185,7 @@ def test_load_counting_reads_each_form():
 
 def test_cache_survey_counts_only_conv_kernels(tmp_path):
     # a real launch's cache: the loads the GPU runs, not compile_conv's imitation
-    from convgen.kernels.isa import cache_survey
+    from convaudit.isa import cache_survey
     (tmp_path / "h1").mkdir()
     (tmp_path / "h1" / "conv_fwd_kernel.ptx").write_text(
         "ld.global.b16 %rs1, [%rd1];\ncp.async.cg.shared.global [ %r1 + 0 ], [ %rd2 + 0 ], 0x10, %r2;\n")
@@ -200,7 +200,7 @@ def test_cache_survey_counts_only_conv_kernels(tmp_path):
 
 def test_blocks_across_taps_compile_to_matrix_instructions():
     # the C = 3 stem's paths (FLAT_R, FLAT_N) on AMD and NVIDIA, cross-compiled here
-    code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv, matrix_instructions\n"
+    code = ("from convaudit.isa import CHANNELS_LAST, compile_conv, matrix_instructions\n"
             "for t in ('gfx90a', 'gfx942', 'sm90'):\n"
             "    for d in ('fwd', 'bwd_weight'):\n"
             "        c = compile_conv(d, 'f16', True, t, CHANNELS_LAST, channels=3)\n"
@@ -213,12 +213,12 @@ def test_blocks_across_taps_compile_to_matrix_instructions():
 def test_bwd_weight_descriptor_kernels_wait_for_their_wgmma_each_step_on_sm90():
     # why: with groups left in flight at the loop's back edge, the H100's Triton 3.6 and
     # its ptxas loaded the next step's first operand into registers a wgmma still read
-    # (kernels/wgmma_hazard.py; tests/test_wgmma_hazard.py holds that SASS). The wait
+    # (convaudit/wgmma_hazard.py; tests/test_wgmma_hazard.py holds that SASS). The wait
     # must come before the loop's first load of that operand (ldmatrix .trans: the box is
     # transposed), in the split, the stream-K and the folded (s2d) kernel. The SASS scan's
     # column only shows the scan runs here: this machine's Triton and ptxas gave no hazard
     # even without the wait
-    code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv\n"
+    code = ("from convaudit.isa import CHANNELS_LAST, compile_conv\n"
             "from convgen.kernels import wgmma_hazard\n"
             "for extra in ({'split': 1}, {'split': 2}, {'streamk': 1}, {'s2d': 2}):\n"
             "    perf = {'tma': 1, 'block_m': 128, 'block_n': 128, 'block_k': 64,\n"

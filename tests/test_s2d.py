@@ -8,6 +8,7 @@ from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.kernels import config, s2d
 from convgen.problem import make_problem
+from convtune import space as tuning_space
 from test_isa import compile_here
 from test_kernel import LAYOUTS, _check, _run
 
@@ -25,7 +26,7 @@ CASES = {
     "crop": dict(n=3, c_total=1, k_total=16, hi=10, wi=7, y=3, x=2, stride=(4, 2),
                  pad=(0, 0, 0, 1)),
     # one row of taps: the column fold's inner problem is 1x1 stride 1 on overlapping rows,
-    # which the descriptor kernels must not take as one run of pixels (config.flat_pixels)
+    # which the descriptor kernels must not take as one run of pixels (geometry.flat_pixels)
     "1x3-row": dict(n=2, c_total=3, k_total=16, hi=6, wi=6, y=1, x=3, stride=(2, 2),
                     pad=(0, 0, 1, 1)),
 }
@@ -136,9 +137,9 @@ def test_default_rule_folds_the_stem_where_descriptors_run():
 
 def test_tuning_space_holds_folded_configs():
     p = _problem("bwd_weight", **CASES["stem"])
-    on_sm90 = [c for c in config.space(p, SM90) if c.s2d]
+    on_sm90 = [c for c in tuning_space.configs(p, SM90) if c.s2d]
     assert {c.s2d for c in on_sm90} == {1, 2} and all(c.tma == 1 for c in on_sm90)
-    on_sm80 = [c for c in config.space(p, SM80) if c.s2d]
+    on_sm80 = [c for c in tuning_space.configs(p, SM80) if c.s2d]
     assert on_sm80 and not any(c.tma for c in on_sm80)
     for cfg in on_sm90 + on_sm80:
         config.validate(cfg, p, SM90 if cfg.tma else SM80, True)
@@ -152,7 +153,7 @@ def test_tuning_space_holds_folded_configs():
 def test_the_folded_stem_loads_16_bytes_at_a_time_on_amd():
     # cross-compiled for gfx90a and gfx942 (pointer kernels; C = 3, 3x3 stride 2): unfolded,
     # every input load of the forward kernel is narrow; folded, none of fwd's or bwd_weight's
-    code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv, load_widths\n"
+    code = ("from convaudit.isa import CHANNELS_LAST, compile_conv, load_widths\n"
             "for t in ('gfx90a', 'gfx942'):\n"
             "    for d, cfg in (('fwd', {'s2d': 2}), ('bwd_weight', {'s2d': 2, 'split': 2}),\n"
             "                   ('fwd', None)):\n"

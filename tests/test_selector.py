@@ -8,11 +8,14 @@ import sys
 
 import pytest
 
-from convgen import selector
+from convtune import selector
 from convgen.backend import Backend
+from convgen import picks
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
-from convgen.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key
+from convgen.kernels import geometry
+from convtune.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key
+from convtune import space as tuning_space
 
 pytest.importorskip("lightgbm")
 
@@ -79,25 +82,25 @@ def test_dataset_holds_every_recorded_problem_with_its_measurements(problems):
 
 
 def test_a_finished_retime_drops_the_fast_per_launch_rows_it_left(tmp_path):
-    # per-launch times under tune.PER_LAUNCH_TRUSTED_MS may be the host's (a 10 us config
+    # per-launch times under tuning_db.PER_LAUNCH_TRUSTED_MS may be the host's (a 10 us config
     # stored at 75 us). Where every config of today's space has been timed as a graph,
     # those left (configs of older spaces) go; slow rows and failures stay. A problem
     # with only some graph rows, or none, keeps every row: they are its only times
     import sqlite3
 
-    from convgen import tune
+    from convtune import tuning_db
     shape = {"direction": "bwd_weight", "dtype": "f16", "layouts": "nhwgc/gkyxc/nhwgk", "n": 1,
              "c": 64, "k": 64, "g": 1, "h": 56, "w": 56, "y": 1, "x": 1, "stride_h": 1,
              "stride_w": 1, "pad": "0,0,0,0", "dil_h": 1, "dil_w": 1}
     p = problem_from_key(shape)
-    space = [c.describe() for c in kconfig.space(p, selector._backend_for("sm90"))]
+    space = [c.describe() for c in tuning_space.configs(p, selector._backend_for("sm90"))]
     old_fast, old_slow, old_failed, old_wrong = (
         f"block_m=64,block_n=64,block_k=128,num_warps={w},num_stages=3,split={s},group_m=8,tma=1"
         for w, s in ((4, 14), (4, 56), (8, 14), (8, 56)))
     assert not {old_fast, old_slow, old_failed, old_wrong} & set(space)
     old = [(old_fast, "ok", 0.075), (old_slow, "ok", 0.9), (old_failed, "invalid", None),
            (old_wrong, "wrong", 0.02)]
-    since, before = tune.GRAPH_TIMED_SINCE, "2026-11-20T00:00:00"
+    since, before = tuning_db.GRAPH_TIMED_SINCE, "2026-11-20T00:00:00"
 
     def rows(c, graph_timed):
         return ([{**shape, "c": c, "config": t, "status": "ok", "ms": 0.011, "tflops": 2.3,
@@ -168,7 +171,7 @@ def test_ranked_is_what_a_selection_may_pick_in_the_order_it_asks(tmp_path, prob
             assert used == path and order
             cfg, _, _ = selector.choose(prob.problem, SM90, path)
             assert order[0] == cfg   # the pick first
-            space = kconfig.space(prob.problem, SM90)
+            space = tuning_space.configs(prob.problem, SM90)
             valid = [c for c in space if selector.runs_here(c, prob.problem, SM90)]
             allowed = [c for c in valid if selector.short_chain(prob.problem, c)] or valid
             assert sorted(c.describe() for c in order) == sorted(c.describe() for c in allowed)
@@ -200,9 +203,10 @@ def test_ranked_is_what_a_selection_may_pick_in_the_order_it_asks(tmp_path, prob
 
 
 def test_tune_top_measures_the_models_first_few_and_marks_its_best(tmp_path, model):
-    from convgen import cli, tune
+    from convtune import commands as lab_commands
+    from convtune import tune
     from convgen.backend import current
-    from convgen.tuning_db import key_for
+    from convtune.tuning_db import key_for
     be = current()
     path = str(tmp_path / "m.json")
     selector.Model(model.texts, {"arch": be.arch}).save(path)   # the fixture's trees, for here
@@ -210,7 +214,7 @@ def test_tune_top_measures_the_models_first_few_and_marks_its_best(tmp_path, mod
     problem = ["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "5",
                "-out_channels", "7", "-in_h", "6", "-in_w", "5", "-fil_h", "3", "-fil_w", "2",
                "-padding_h", "1", "-in_layout", "nhwc", "-fil_layout", "kyxc", "-out_layout", "nhwk"]
-    args = cli.parse_tune(["--db", db, "--top", "2", *problem, "-selector", path])
+    args = lab_commands.parse_tune(["--db", db, "--top", "2", *problem, "-selector", path])
     (config,) = args["configs"]
     order, _ = selector.ranked(config.problem, be, path)
     assert len(order) > 2
@@ -224,7 +228,7 @@ def test_tune_top_measures_the_models_first_few_and_marks_its_best(tmp_path, mod
     (again,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False, top=2)
     assert again.measured == 0 and again.note == "measured and checked before"
     # a run takes that best, and its # line says what it is the fastest of
-    cfg, source = kconfig.select(config.problem, be, True, None, db, path)
+    cfg, source = picks.select(config.problem, be, True, None, db, path)
     assert cfg.describe() == best.config
     assert source.startswith(f"tuned: the fastest measured here of the first 2 of {len(order)} ranked by m.json (")
 
@@ -266,7 +270,7 @@ def test_a_gpu_the_table_lacks_is_counted_where_it_runs(monkeypatch):
     p = make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=7, g=1, c_total=96,
                      k_total=40, hi=13, wi=13, y=3, x=3, pad=(1, 1, 1, 1),
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
-    space = kconfig.space(p, SM90)
+    space = tuning_space.configs(p, SM90)
     listed = selector.feature_rows(p, space, selector.Device("sm90", H100["device"]))
     be = selector.offline_backend("sm90", "NVIDIA H100 SXM5 94GB")
     assert be.units() == 0   # not at hand: torch is not asked
@@ -315,15 +319,14 @@ def test_stream_k_and_tail_partials_count_the_pieces_their_kernels_share(n, hw, 
     steps, as tma's kernel cuts them); of a tail config, each leftover tile's parts past
     its first."""
     from convgen import dtypes
-    from convgen.kernels import tma
     from convgen.problem import make_problem
     lay = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
     p = make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=n, g=1, c_total=512,
                      k_total=320, hi=hw, wi=hw, y=3, x=3, pad=(1, 1, 1, 1), layouts=lay)
     be = SM90
     checked = 0
-    for cfg in (c for c in kconfig.space(p, be) if c.streamk):
-        programs, per, tiles, tile_steps = tma.streamk_steps(p, cfg, units)
+    for cfg in (c for c in tuning_space.configs(p, be) if c.streamk):
+        programs, per, tiles, tile_steps = geometry.streamk_steps(p, cfg, units)
         work = tiles * tile_steps
         inside = sum(1 for i in range(1, programs) if i * per < work and i * per % tile_steps)
         assert selector.streamk_partials(p, cfg, units) == (programs, inside)
@@ -332,7 +335,7 @@ def test_stream_k_and_tail_partials_count_the_pieces_their_kernels_share(n, hw, 
     fwd = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=n, g=1, c_total=512,
                        k_total=512, hi=hw, wi=hw, y=3, x=3, pad=(1, 1, 1, 1), layouts=lay)
     dev = selector.Device("sm90", H100["device"])
-    tails = [c for c in kconfig.space(fwd, be) if c.tail]
+    tails = [c for c in tuning_space.configs(fwd, be) if c.tail]
     assert tails
     for cfg in tails:
         f = dict(zip(selector.FEATURE_NAMES, selector.features(fwd, cfg, dev)))
@@ -348,7 +351,7 @@ def test_split_and_folded_configs_features_follow_their_kernels():
     the folded problem."""
     import math
     from convgen import dtypes
-    from convgen.kernels import conv_bwd_weight, s2d
+    from convgen.kernels import s2d
     from convgen.problem import make_problem
     lay = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
     dev = selector.Device("sm90", H100["device"])
@@ -359,7 +362,7 @@ def test_split_and_folded_configs_features_follow_their_kernels():
         f = dict(zip(selector.FEATURE_NAMES, selector.features(p, cfg, dev)))
         m, _, r = p.gemm
         walk = p.direction.tile_k(p)
-        parts = conv_bwd_weight.parts(p, cfg)[0] if split > 1 else 1
+        parts = geometry.split_parts(p, cfg)[0] if split > 1 else 1
         assert f["steps_k"] == math.ceil(math.ceil(walk / split) / 32)
         assert f["tiles_m"] == math.ceil(m / 64) and f["fill_m"] == m / (math.ceil(m / 64) * 64)
         assert f["parts"] == parts and f["part_length"] == r / split
@@ -399,7 +402,7 @@ def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_align
         return {(bool(c.tma), int(v)) for c, v in zip(configs, column)}
 
     def marks(p):
-        return marks_of(p, kconfig.space(p, SM90))
+        return marks_of(p, tuning_space.configs(p, SM90))
     assert marks(problem(144, 40)) == {(False, 1), (True, 0)}
     assert marks(problem(144, 48)) == {(False, 0), (True, 0)}
     # the same pointer tile issues 8 times the loads where they are one f16 each
@@ -419,7 +422,7 @@ def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_align
                        k_total=32, hi=20, wi=20, y=7, x=7, stride=(2, 2), pad=(3, 3, 3, 3),
                        layouts=lay)
     assert not selector.unaligned_strides(s2d.inner_problem(odd, 2))
-    folded = [c for c in kconfig.space(odd, SM90) if c.s2d == 2]
+    folded = [c for c in tuning_space.configs(odd, SM90) if c.s2d == 2]
     assert folded and marks_of(odd, folded) == {(False, 1)}
 
 
@@ -555,7 +558,7 @@ def test_folds_by_layer_hold_out_a_layer_at_every_batch(problems):
 
 def test_cross_validation_picks_only_what_a_run_could_pick(problems):
     """A measured config that today's tuning space no longer holds (a run never ranks it:
-    kernels/config.space dropped it) is no pick in cross-validation either, though it is
+    convtune/space.configs dropped it) is no pick in cross-validation either, though it is
     every problem's fastest and the model learnt to like it; it still sets the oracle."""
     import dataclasses
     be = selector._backend_for("sm90")
@@ -563,7 +566,7 @@ def test_cross_validation_picks_only_what_a_run_could_pick(problems):
     for prob in problems:
         odd = kconfig.choose(prob.problem, be, True, {"block_m": 64, "block_n": 64, "block_k": 32,
                                                        "num_stages": 5, "tma": None})
-        assert odd.describe() not in {c.describe() for c in kconfig.space(prob.problem, be)}
+        assert odd.describe() not in {c.describe() for c in tuning_space.configs(prob.problem, be)}
         dropped[prob.problem.describe()] = odd.describe()
         extra.append(dataclasses.replace(prob, configs=[*prob.configs, odd],
                                          tflops=[*prob.tflops, 2 * prob.best]))
@@ -734,7 +737,7 @@ def test_a_run_selects_without_importing_the_lightgbm_package(tmp_path, model):
     slow file system. A run loads the library alone (lgbm_c)."""
     path = str(tmp_path / "sm90.json")
     model.save(path)
-    code = ("import sys; from convgen import selector; from convgen.backend import Backend; "
+    code = ("import sys; from convtune import selector; from convgen.backend import Backend; "
             "from convgen.problem import make_problem; from convgen import dtypes; "
             "p = make_problem(direction='fwd', dtype=dtypes.elem_type('f16'), n=8, g=1, c_total=64, "
             "k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1), "
@@ -797,14 +800,14 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
     path = str(tmp_path / "sm90.json")
     model.save(path)
     prob = next(p for p in problems if p.problem.direction.name == "bwd_weight")
-    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    cfg, source = picks.select(prob.problem, SM90, True, None, None, path)
     assert source.startswith("selected by model sm90.json: predicted ") and "TFLOPS" in source
     # what a selection may pick, worked out here the eager way: every config validated, then
     # the short chains among them (all of them where none is short); of those, the whole
     # model's first among the ones its first trees rank first in the space, else of all
     import numpy as np
     dev = selector.Device("sm90", H100["device"])
-    space = kconfig.space(prob.problem, SM90)
+    space = tuning_space.configs(prob.problem, SM90)
     valid = []
     for i, c in enumerate(space):
         try:
@@ -824,8 +827,8 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
     [speed] = model.predict(prob.problem, [cfg], selector.Device("sm90", H100["device"]))
     assert predicted == pytest.approx(speed)
     # -perf_config still forces; -selector none is today's rule
-    assert kconfig.select(prob.problem, SM90, True, {"block_m": 64}, None, path)[1] == "set on the command line"
-    rule, source = kconfig.select(prob.problem, SM90, True, None, None, None)
+    assert picks.select(prob.problem, SM90, True, {"block_m": 64}, None, path)[1] == "set on the command line"
+    rule, source = picks.select(prob.problem, SM90, True, None, None, None)
     assert rule == kconfig.choose(prob.problem, SM90, True) and source.endswith("selector off)")
     # a model for another arch is refused
     with pytest.raises(ConvgenError, match="is for sm90, not sm100"):
@@ -835,12 +838,12 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
 def test_without_lightgbm_the_rule_is_taken_and_says_why(tmp_path, problems, model, on_h100, monkeypatch):
     path = str(tmp_path / "sm90.json")
     model.save(path)
-    from convgen import lgbm_c
+    from convtune import lgbm_c
     monkeypatch.setitem(sys.modules, "lightgbm", None)   # import lightgbm raises ImportError
     monkeypatch.setattr(lgbm_c, "_LIB", None)            # nor is its library found
     monkeypatch.setattr(selector, "_LOADED", {})
     prob = problems[0]
-    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    cfg, source = picks.select(prob.problem, SM90, True, None, None, path)
     assert cfg == kconfig.choose(prob.problem, SM90, True)
     assert source == ("default rule (no tuning database; the selector needs lightgbm, which is "
                       "not installed)")
@@ -1081,7 +1084,7 @@ def test_a_family_the_model_keeps_the_rule_for_takes_the_rule(tmp_path, problems
     path = str(tmp_path / "sm90.json")
     selector.Model(model.texts, {"arch": "sm90", "rule_families": [kept]}).save(path)
     monkey_loaded = selector._LOADED.pop(path, None)
-    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    cfg, source = picks.select(prob.problem, SM90, True, None, None, path)
     assert cfg == kconfig.choose(prob.problem, SM90, True)
     assert f"sm90.json keeps the rule for {kept} problems" in source
     assert monkey_loaded is None
@@ -1101,7 +1104,7 @@ def test_each_direction_has_its_own_speed_model_and_a_missing_one_keeps_the_rule
     path = str(tmp_path / "sm90.json")
     selector.Model({"rank": model.texts["rank"], "speed": {"fwd": model.texts["speed"]["fwd"]}},
                    {"arch": "sm90"}).save(path)
-    cfg, source = kconfig.select(prob.problem, SM90, True, None, None, path)
+    cfg, source = picks.select(prob.problem, SM90, True, None, None, path)
     assert cfg == kconfig.choose(prob.problem, SM90, True)
     assert "sm90.json has no bwd_weight model" in source
 
@@ -1140,13 +1143,13 @@ def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems
     nchw = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=4, g=1, c_total=64,
                         k_total=64, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1),
                         layouts={"input": "nchw", "filter": "kcyx", "output": "nkhw"})
-    cfg, source = kconfig.select(nchw, SM90, True, None, None, path)
+    cfg, source = picks.select(nchw, SM90, True, None, None, path)
     assert cfg == kconfig.choose(nchw, SM90, True)
     assert "sm90.json was trained on no f16 channels-first problem" in source
     fp8 = make_problem(direction="bwd_data", dtype=dtypes.elem_type("fp8_e4m3"), n=2, g=1, c_total=6,
                        k_total=8, hi=9, wi=9, y=3, x=3, stride=(2, 2), pad=(1, 1, 1, 1),
                        layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
-    assert "trained on no fp8_e4m3 channels-last problem" in kconfig.select(fp8, SM90, True, None, None, path)[1]
+    assert "trained on no fp8_e4m3 channels-last problem" in picks.select(fp8, SM90, True, None, None, path)[1]
 
 
 def test_the_fold_is_no_candidate_for_fp8():
@@ -1157,7 +1160,7 @@ def test_the_fold_is_no_candidate_for_fp8():
     p = make_problem(direction="bwd_data", dtype=dtypes.elem_type("fp8_e4m3"), n=2, g=1, c_total=6,
                      k_total=8, hi=9, wi=9, y=3, x=3, stride=(2, 2), pad=(1, 1, 1, 1),
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
-    assert not [c for c in kconfig.space(p, SM90) if c.s2d]
+    assert not [c for c in tuning_space.configs(p, SM90) if c.s2d]
     with pytest.raises(ConvgenError, match="s2d=1: fp8_e4m3: the fold's copies move 16- and 32-bit"):
         kconfig.choose(p, SM90, True, {"s2d": 1})
 
@@ -1172,7 +1175,7 @@ def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
     p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), g=144, n=256, c_total=144,
                      k_total=144, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1),
                      layouts={"input": "nhwgc", "filter": "gkyxc", "output": "nhwgk"})
-    space = list(kconfig.space(p, be))
+    space = list(tuning_space.configs(p, be))
     kept = selector.short_chains(p, space)
     assert 0 < len(kept) < len(space)
     assert all(kconfig.longest_chain(p, space[i]) <= kconfig.MAX_CHAIN for i in kept)
@@ -1181,7 +1184,7 @@ def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
     fwd = make_problem(direction="fwd", dtype=elem_type("f16"), g=1, n=1, c_total=8192,
                        k_total=16, hi=9, wi=9, y=3, x=3, layouts={"input": "nhwc",
                        "filter": "kyxc", "output": "nhwk"})
-    few = list(kconfig.space(fwd, be))
+    few = list(tuning_space.configs(fwd, be))
     assert kconfig.longest_chain(fwd, few[0]) > kconfig.MAX_CHAIN
     assert selector.short_chains(fwd, few) == list(range(len(few)))
 
@@ -1205,7 +1208,7 @@ def test_configs_equal_in_chain_fields_sum_equal_chains(direction, c, k, g, hw, 
                      layouts={"input": "nhwgc" if grouped else "nhwc",
                               "filter": "gkyxc" if grouped else "kyxc",
                               "output": "nhwgk" if grouped else "nhwk"})
-    space = list(kconfig.space(p, SM90))
+    space = list(tuning_space.configs(p, SM90))
     keys = {kconfig.chain_fields(cfg) for cfg in space}
     assert len(keys) > 1
     for a in space:
@@ -1543,7 +1546,7 @@ def _every_config_timed(key: tuple, rows: list) -> bool:
     """Whether rows time every config of the problem's space (it counts without a best row)."""
     from convgen.kernels import config
     p = problem_from_key(dict(zip(_KEY_COLUMNS, key)))
-    space = {c.describe() for c in config.space(p, selector._backend_for("sm90"))}
+    space = {c.describe() for c in tuning_space.configs(p, selector._backend_for("sm90"))}
     return space <= {r["config"] for r in rows if _key_of(r) == key}
 
 

@@ -12,7 +12,7 @@ sys.path.insert(0, str(REPO / "tools"))
 
 from convgen import split_test  # noqa: E402
 from convgen.cli import command_type  # noqa: E402
-from convgen.cli import split_test_main as main  # noqa: E402
+from convgen.split_test import main  # noqa: E402
 from convgen.split_test import _tokens, check_prefixes, split  # noqa: E402
 
 

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from convgen import cli, study
-from convgen import study_report as sr
+from convgen import cli
+from convstudy import study
+from convstudy import report as sr
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -227,5 +228,5 @@ def test_the_report_leaves_the_tracked_page_alone_unless_asked(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "## ranges" in (out / "tables.md").read_text() and (out / "files.json").exists()
     assert open(page, "rb").read() == before
-    from convgen import study_report
+    from convstudy import report as study_report
     assert study_report.REPORT_DIR == os.path.join(root, "build", "fp16-study")

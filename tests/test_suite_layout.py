@@ -11,7 +11,8 @@ import pytest
 
 from test_lit_selftest import LIT, REPO, lit_env, make_suite, pytestmark  # noqa: F401
 
-from convgen import cli, models
+from convtune import commands as lab_commands
+from convtune import models
 
 E2E = REPO / "e2e"
 
@@ -35,7 +36,7 @@ def test_every_model_layer_has_every_direction_layout_and_two_batches(net, table
                 op = re.search(r"--operation (\S+)", run).group(1)
                 layout = re.search(r"-in_layout=(\w+)", run).group(1)
                 batch = re.search(r"-batchsize=(\d+)", run).group(1)
-                assert " ".join(cli.layer_args(layer, int(batch))) in run, path.name
+                assert " ".join(lab_commands.layer_args(layer, int(batch))) in run, path.name
                 assert "%random_data %away_from_zero" in run   # fp16/bf16: away from zero
                 seen.add((op, layout, batch))
                 runs += 1

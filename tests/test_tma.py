@@ -9,8 +9,9 @@ import pytest
 from convgen.backend import Backend
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
-from convgen.kernels import config
+from convgen.kernels import config, geometry
 from convgen.problem import make_problem
+from convtune import space as tuning_space
 from test_isa import compile_here
 from test_kernel import LAYOUTS, _check, _run
 
@@ -40,7 +41,7 @@ def _problem(direction, dtype="f16", g=1, **kw):
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_descriptor_kernels_match_float64(direction, dtype, case):
     p = _problem(direction, dtype, **CASES[case])
-    assert config.tma_unsupported(p) is None
+    assert geometry.tma_unsupported(p) is None
     perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16}
     if direction == "bwd_weight":
         perf["split"] = 3   # parts of whole pixel boxes, summed in order
@@ -59,23 +60,23 @@ def test_1x1_stride_1_takes_its_pixels_as_one_run(direction, pixels):
     layouts = {"input": pixels + "c", "filter": "kyxc", "output": pixels + "k"}
     p = make_problem(direction=direction, dtype=elem_type("f16"), g=1, n=3, c_total=24,
                      k_total=40, hi=5, wi=7, y=1, x=1, layouts=layouts)
-    assert config.tma_unsupported(p) is None
-    assert config.flat_pixels(p) == (pixels == "nhw")
+    assert geometry.tma_unsupported(p) is None
+    assert geometry.flat_pixels(p) == (pixels == "nhw")
     perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 32}
     if direction == "bwd_weight":
         perf["split"] = 5
     cfg = config.choose(p, SM90, True, perf)
     spec = tma.launch_spec(p, make_inputs(p, DataSpec(seed=1), "cpu"), empty_output(p, "cpu"), cfg, {})
     box = (spec.constexprs["BI"], spec.constexprs["BH"], spec.constexprs["BW"])
-    assert box == ((32, 1, 1) if pixels == "nhw" else config.pixel_box(3, 5, 7, 32))
+    assert box == ((32, 1, 1) if pixels == "nhw" else geometry.pixel_box(3, 5, 7, 32))
     assert spec.runtime["N"] == (105 if pixels == "nhw" else 3)
     if direction == "bwd_weight":
         # the boxes the kernel walks (its grid of pixels) are the ones config counts for the
         # split's parts: 4 runs of 32 pixels flat, 5 boxes of 4x1x8 pixels otherwise
         rt = spec.runtime
-        boxes = (config.cdiv(rt["N"], box[0]) * config.cdiv(rt["HO"], box[1])
-                 * config.cdiv(rt["WO"], box[2]))
-        assert boxes == config.pixel_boxes(p, 32) == (4 if pixels == "nhw" else 5)
+        boxes = (geometry.cdiv(rt["N"], box[0]) * geometry.cdiv(rt["HO"], box[1])
+                 * geometry.cdiv(rt["WO"], box[2]))
+        assert boxes == geometry.pixel_boxes(p, 32) == (4 if pixels == "nhw" else 5)
     out, ref = _run(p, True, perf, seed=7)
     _check(p, out, ref)
 
@@ -86,7 +87,7 @@ def test_strided_1x1_reads_a_strided_view(direction, stride):
     # odd extents: the last row and column of the input are read (7 = 3*2 + 1) or skipped
     p = _problem(direction, "f16", n=3, c_total=24, k_total=40, hi=7, wi=10, y=1, x=1,
                  stride=stride)
-    assert config.tma_unsupported(p) is None
+    assert geometry.tma_unsupported(p) is None
     perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16}
     if direction == "bwd_weight":
         perf["split"] = 2
@@ -112,7 +113,7 @@ FWD_PHASE_CASES = {
 @pytest.mark.parametrize("case", list(FWD_PHASE_CASES))
 def test_strided_fwd_reads_one_phase_view(case):
     p = _problem("fwd", "bf16" if "s3" in case else "f16", **FWD_PHASE_CASES[case])
-    assert config.tma_unsupported(p) is None and config.phase_fwd(p)
+    assert geometry.tma_unsupported(p) is None and geometry.phase_fwd(p)
     out, ref = _run(p, True, {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16},
                     seed=len(case))
     _check(p, out, ref)
@@ -123,7 +124,7 @@ def test_strided_fwd_channel_blocks_divide_the_channels():
                  pad=(1, 1, 1, 1))
     # a 64-channel block would run into the next phase's channels: 16 divides 48
     assert config.choose(p, SM90, True).block_k == 16
-    assert all(48 % c.block_k == 0 for c in config.space(p, SM90) if c.tma)
+    assert all(48 % c.block_k == 0 for c in tuning_space.configs(p, SM90) if c.tma)
     with pytest.raises(ConvgenError, match="block_k=32: a strided fwd .* divide c=48"):
         config.choose(p, SM90, True, {"tma": 1, "block_k": 32})
 
@@ -170,7 +171,7 @@ def test_stream_k_shares_every_tile(case, per_sm):
     cfg = config.choose(p, SM90, True, {"tma": 1, "streamk": per_sm, "block_m": block_m,
                                         "block_n": block_n, "block_k": 16})
     assert (cfg.streamk, cfg.split, cfg.persistent) == (per_sm, 1, None)
-    programs, steps, tiles, tile_steps = tma.streamk_steps(p, cfg, 3)
+    programs, steps, tiles, tile_steps = geometry.streamk_steps(p, cfg, 3)
     work = tiles * tile_steps
     assert programs <= 3 * per_sm and (programs - 1) * steps < work <= programs * steps
     shares = [((t + 1) * tile_steps - 1) // steps - t * tile_steps // steps + 1 for t in range(tiles)]
@@ -188,7 +189,7 @@ def test_every_stream_k_config_of_the_space_on_a_real_layer(stride):
     from convgen.backend import current
     p = _problem("bwd_weight", n=64, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
                  x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
-    configs = [c for c in config.space(p, current()) if c.streamk]
+    configs = [c for c in tuning_space.configs(p, current()) if c.streamk]
     assert configs
     _each_right_on_the_gpu(p, configs, seed=5)
 
@@ -223,7 +224,7 @@ def test_every_tail_config_of_the_space_on_a_real_layer(stride, batch):
     from convgen.backend import current
     p = _problem("fwd", n=batch, c_total=512, k_total=512, hi=7 * stride, wi=7 * stride, y=3,
                  x=3, stride=(stride, stride), pad=(1, 1, 1, 1))
-    configs = [c for c in config.space(p, current()) if c.tail]
+    configs = [c for c in tuning_space.configs(p, current()) if c.tail]
     # four tiles, each also transposed (swap_ab; these channels fill every block)
     assert len(configs) == 8 and sum(1 for c in configs if c.swap_ab) == 4
     _each_right_on_the_gpu(p, configs, seed=6)
@@ -240,7 +241,7 @@ def test_every_swapped_config_of_the_space_on_a_real_layer(layer, direction):
              else dict(c_total=256, k_total=256, hi=28, wi=28, y=3, x=3, stride=(2, 2),
                        pad=(1, 1, 1, 1)))
     p = _problem(direction, "bf16", n=32, **shape)
-    configs = [c for c in config.space(p, current()) if c.swap_ab]
+    configs = [c for c in tuning_space.configs(p, current()) if c.swap_ab]
     assert len(configs) >= 8
     _each_right_on_the_gpu(p, configs, seed=7)
 
@@ -278,13 +279,13 @@ def test_a_prepared_shared_tile_launch_runs_again_and_again(sharing):
 def test_stream_k_in_the_space_where_chains_are_short():
     short = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=14, wi=14, y=3, x=3,
                      stride=(2, 2), pad=(1, 1, 1, 1))
-    space = [c for c in config.space(short, SM90) if c.streamk]
+    space = [c for c in tuning_space.configs(short, SM90) if c.streamk]
     assert len(space) == 9 and all(c.split == 1 and c.tma and not c.persistent for c in space)
     long = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=28, wi=28, y=3, x=3,
                     pad=(1, 1, 1, 1))   # 200,704 products a tile, more than MAX_CHAIN
-    assert not any(c.streamk for c in config.space(long, SM90))
+    assert not any(c.streamk for c in tuning_space.configs(long, SM90))
     for direction in ("fwd", "bwd_data"):
-        assert not any(c.streamk for c in config.space(_problem(direction, **CASES["3x3"]), SM90))
+        assert not any(c.streamk for c in tuning_space.configs(_problem(direction, **CASES["3x3"]), SM90))
 
 
 def test_the_space_leaves_out_phased_configs_over_the_shared_memory_limit():
@@ -294,16 +295,16 @@ def test_the_space_leaves_out_phased_configs_over_the_shared_memory_limit():
     numbers, and the space keeps the phased configs under the limit and every config where
     the input is one view."""
     odd = _problem("bwd_weight", n=8, c_total=128, k_total=128, hi=35, wi=35, y=3, x=3, stride=(2, 2))
-    assert not config.phase_view(odd) and not config.strided_view(odd) and config.views_per_phase(odd)
-    assert config.phased_shared(odd, 64, 128, 128, 3) == 262240
-    assert config.phased_shared(odd, 128, 128, 128, 3) == 327776
-    tiles = {(c.block_m, c.block_n, c.block_k) for c in config.space(odd, SM90) if c.tma}
+    assert not geometry.phase_view(odd) and not geometry.strided_view(odd) and geometry.views_per_phase(odd)
+    assert geometry.phased_shared(odd, 64, 128, 128, 3) == 262240
+    assert geometry.phased_shared(odd, 128, 128, 128, 3) == 327776
+    tiles = {(c.block_m, c.block_n, c.block_k) for c in tuning_space.configs(odd, SM90) if c.tma}
     assert (128, 64, 128) in tiles and (128, 128, 64) in tiles
     assert (64, 128, 128) not in tiles and (128, 128, 128) not in tiles
     even = _problem("bwd_weight", n=8, c_total=128, k_total=128, hi=36, wi=36, y=3, x=3, stride=(2, 2),
                     pad=(1, 1, 1, 1))
-    assert config.phase_view(even) and not config.views_per_phase(even)
-    assert (128, 128, 128) in {(c.block_m, c.block_n, c.block_k) for c in config.space(even, SM90) if c.tma}
+    assert geometry.phase_view(even) and not geometry.views_per_phase(even)
+    assert (128, 128, 128) in {(c.block_m, c.block_n, c.block_k) for c in tuning_space.configs(even, SM90) if c.tma}
 
 
 @pytest.mark.parametrize("change,reason", [
@@ -338,23 +339,23 @@ TAIL_CASES = {
 
 
 def _tiles(p, cfg):
-    n, h, w = config.pixel_grid(p)
-    bi, bh, bw = config.pixel_box(n, h, w, cfg.block_m)
-    return (config.cdiv(n, bi) * config.cdiv(h, bh) * config.cdiv(w, bw)
-            * config.cdiv(p.k, cfg.block_n))
+    n, h, w = geometry.pixel_grid(p)
+    bi, bh, bw = geometry.pixel_box(n, h, w, cfg.block_m)
+    return (geometry.cdiv(n, bi) * geometry.cdiv(h, bh) * geometry.cdiv(w, bw)
+            * geometry.cdiv(p.k, cfg.block_n))
 
 
 @pytest.mark.parametrize("case", list(TAIL_CASES))
 @pytest.mark.parametrize("tail", [2, 4])
 def test_tail_shares_the_tiles_left_after_whole_waves(case, tail):
     from convgen.backend import current
-    from convgen.kernels import launch, tma
+    from convgen.kernels import launch, spec, tma
     p = _problem("fwd", "bf16" if tail == 4 else "f16", **TAIL_CASES[case])
     cfg = config.choose(p, SM90, True, {"tma": 1, "tail": tail, "block_m": 32, "block_n": 16,
                                         "block_k": 16})
     tiles = _tiles(p, cfg)
-    units = launch.units(__import__("torch").device(current().torch_device))
-    programs, full = tma.tail_programs(cfg, tiles, units)
+    units = spec.units(__import__("torch").device(current().torch_device))
+    programs, full = geometry.tail_programs(cfg, tiles, units)
     assert full % units == 0 and 0 <= tiles - full < units
     assert programs == full + (tiles - full) * tail
     # the launch is that grid: whole waves' programs, then `tail` per leftover tile
@@ -388,14 +389,14 @@ def test_tail_refusals(change, reason):
 
 def test_tail_configs_in_the_space_for_long_fwd_reductions():
     long = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
-    assert {(c.block_m, c.block_n, c.block_k, c.tail) for c in config.space(long, SM90)
+    assert {(c.block_m, c.block_n, c.block_k, c.tail) for c in tuning_space.configs(long, SM90)
             if c.tail} == {(128, 256, 64, 2), (128, 256, 64, 4), (256, 128, 64, 2),
                            (128, 128, 128, 2)}
     short = _problem("fwd", n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1))
-    assert not any(c.tail for c in config.space(short, SM90))
+    assert not any(c.tail for c in tuning_space.configs(short, SM90))
     for d in ("bwd_data", "bwd_weight"):
         p = _problem(d, n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
-        assert not any(c.tail for c in config.space(p, SM90))
+        assert not any(c.tail for c in tuning_space.configs(p, SM90))
 
 
 @pytest.mark.parametrize("change,reason", [
@@ -416,7 +417,7 @@ def test_persistent_refusals(change, reason):
 
 def test_persistent_configs_in_the_space_where_they_run():
     fwd = _problem("fwd", n=256, c_total=256, k_total=1024, hi=14, wi=14, y=1, x=1)
-    space = config.space(fwd, SM90)
+    space = tuning_space.configs(fwd, SM90)
     assert {(c.block_m, c.block_n, c.block_k, c.num_stages, c.persistent) for c in space
             if c.persistent} == {
         (128, 128, 64, 3, 1), (128, 128, 64, 4, 1), (128, 128, 64, 4, 2), (128, 256, 64, 3, 1),
@@ -424,7 +425,7 @@ def test_persistent_configs_in_the_space_where_they_run():
     for d, stride in (("bwd_weight", (1, 1)), ("bwd_data", (2, 2))):
         p = _problem(d, n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, stride=stride,
                      pad=(1, 1, 1, 1))
-        assert not any(c.persistent for c in config.space(p, SM90))
+        assert not any(c.persistent for c in tuning_space.configs(p, SM90))
 
 
 # strides taken as phase views (bwd_data, bwd_weight): odd extents (phases of unequal size), padding that puts a
@@ -441,7 +442,7 @@ PHASE_CASES = {
                           pad=(1, 1, 0, 0)),
     "5x4-s1x2": dict(n=2, c_total=16, k_total=32, hi=10, wi=9, y=5, x=4, stride=(1, 2),
                      pad=(2, 1, 0, 3)),
-    # even extents: bwd_weight takes fwd's one view over every phase (config.phase_view);
+    # even extents: bwd_weight takes fwd's one view over every phase (geometry.phase_view);
     # 24 channels in blocks of 16 run into the next phase's channels (columns it drops)
     "3x3-s2-even": dict(n=3, c_total=24, k_total=16, hi=10, wi=6, y=3, x=3, stride=(2, 2),
                         pad=(1, 0, 2, 1)),
@@ -454,7 +455,7 @@ PHASE_CASES = {
 @pytest.mark.parametrize("direction", ["bwd_data", "bwd_weight"])
 def test_strides_as_phase_views(direction, case):
     p = _problem(direction, "bf16" if "s1" in case else "f16", **PHASE_CASES[case])
-    assert config.tma_unsupported(p) is None
+    assert geometry.tma_unsupported(p) is None
     perf = {"tma": 1, "block_m": 32, "block_n": 16, "block_k": 16}
     if direction == "bwd_weight":
         perf["split"] = 3
@@ -465,12 +466,12 @@ def test_strides_as_phase_views(direction, case):
 def test_bwd_weight_takes_one_phase_view_where_the_stride_divides_the_input():
     # one descriptor, one loop: four loops (one per phase view) kept four sets of pipeline
     # buffers, a program per SM where two fit (docs/conv-benchmark.md)
-    views = {case: config.phase_view(_problem("bwd_weight", **PHASE_CASES[case]))
+    views = {case: geometry.phase_view(_problem("bwd_weight", **PHASE_CASES[case]))
              for case in PHASE_CASES}
     assert views == {"3x3-s2": False, "3x2-s2x1": True, "1x1-s2": False, "1x1-s2x1": False,
                      "1x1-s2-padded": False, "5x4-s1x2": False, "3x3-s2-even": True,
                      "4x4-s2-even": True}
-    assert not config.phase_view(_problem("bwd_data", **PHASE_CASES["3x3-s2-even"]))
+    assert not geometry.phase_view(_problem("bwd_data", **PHASE_CASES["3x3-s2-even"]))
 
 
 @pytest.mark.parametrize("seed", range(9))
@@ -513,7 +514,7 @@ def test_problems_the_descriptor_kernels_refuse(change, reason):
     kw.update(change)
     kw["dtype"] = elem_type(kw["dtype"])
     p = make_problem(**kw)
-    why = config.tma_unsupported(p)
+    why = geometry.tma_unsupported(p)
     assert why is not None and reason in why
     with pytest.raises(ConvgenError, match="tma=1: "):
         config.choose(p, SM90, True, {"tma": 1})
@@ -527,7 +528,7 @@ def test_problems_the_descriptor_kernels_refuse(change, reason):
     (3, 7, 9, 32, (1, 8, 4)),      # 8 rows over 7 and 4 columns over 9 waste least
 ])
 def test_pixel_box_wastes_least(n, h, w, block_m, want):
-    box = config.pixel_box(n, h, w, block_m)
+    box = geometry.pixel_box(n, h, w, block_m)
     assert box == want
     assert box[0] * box[1] * box[2] == block_m
 
@@ -553,9 +554,9 @@ def test_bwd_weight_split_fills_the_gpu():
     cfg = config.choose(p, SM90, True)
     # 9 tiles of 64x64 (one per tap): ~28 parts make ~256 programs
     assert (cfg.block_m, cfg.block_n, cfg.split) == (64, 64, 28)
-    from convgen.kernels.tma import bwd_weight_parts
+    from convgen.kernels.geometry import bwd_weight_parts
     parts, per = bwd_weight_parts(p, cfg)
-    bi, bh, bw = config.pixel_box(256, 56, 56, cfg.block_k)
+    bi, bh, bw = geometry.pixel_box(256, 56, 56, cfg.block_k)
     boxes = (256 // bi) * (56 // bh) * (56 // bw)
     assert parts * per >= boxes > (parts - 1) * per
 
@@ -564,7 +565,7 @@ def test_the_pointer_rule_splits_long_reductions_into_short_chains():
     """A depthwise bwd_weight at batch 256 (MobileNetV2's 144 channels, 56x56): 802,816
     products per output. Split 1 failed the reference check on the H100 (-0.6 ulp lean);
     no part of the rule's config may be longer than MAX_CHAIN."""
-    from convgen.kernels.conv_bwd_weight import parts
+    from convgen.kernels.geometry import split_parts as parts
     p = _problem("bwd_weight", n=256, c_total=144, k_total=144, hi=56, wi=56, y=3, x=3,
                  pad=(1, 1, 1, 1), g=144)
     for be in (SM90, GFX942):
@@ -579,17 +580,17 @@ def test_the_pointer_rule_splits_long_reductions_into_short_chains():
 
 def test_tuning_space_holds_descriptor_configs_where_they_run():
     p = _problem("fwd", n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1))
-    on_hopper = config.space(p, SM90)
+    on_hopper = tuning_space.configs(p, SM90)
     assert any(c.tma for c in on_hopper) and any(not c.tma for c in on_hopper)
     assert len(set(on_hopper)) == len(on_hopper)
-    assert not any(c.tma for c in config.space(p, GFX942))
+    assert not any(c.tma for c in tuning_space.configs(p, GFX942))
     w = _problem("bwd_weight", n=256, c_total=64, k_total=64, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1))
-    for cfg in config.space(w, SM90):
+    for cfg in tuning_space.configs(w, SM90):
         config.validate(cfg, w, SM90, True)
 
 
 def test_descriptor_kernels_compile_to_tma_and_wgmma_on_sm90():
-    code = ("from convgen.kernels.isa import CHANNELS_LAST, compile_conv, matrix_instructions, "
+    code = ("from convaudit.isa import CHANNELS_LAST, compile_conv, matrix_instructions, "
             "assembly, load_widths\n"
             "for d in ('fwd', 'bwd_data', 'bwd_weight'):\n"
             "    perf = {'tma': 1, 'block_m': 64, 'block_n': 64, 'block_k': 64, 'num_stages': 3}\n"
@@ -694,9 +695,9 @@ def test_swap_ab_refusals(change, reason):
 
 
 def test_swapped_twins_in_the_space_and_told_apart_by_the_selector():
-    from convgen import selector
+    from convtune import selector
     p = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
-    space = config.space(p, SM90)
+    space = tuning_space.configs(p, SM90)
     swapped = [c for c in space if c.swap_ab]
     plain = {replace(c, swap_ab=None) for c in space if not c.swap_ab}
     # every 8-warp descriptor config once more, transposed; nothing else
@@ -713,17 +714,17 @@ def test_swapped_twins_in_the_space_and_told_apart_by_the_selector():
         assert twin[:col] + twin[col + 1:] == mine[:col] + mine[col + 1:]
     stem = _problem("fwd", n=8, c_total=3, k_total=64, hi=32, wi=32, y=7, x=7, stride=(2, 2),
                     pad=(3, 3, 3, 3))
-    assert any(c.swap_ab for c in config.space(stem, SM90))
+    assert any(c.swap_ab for c in tuning_space.configs(stem, SM90))
     data = _problem("bwd_data", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3,
                     pad=(1, 1, 1, 1))
-    swapped = [c for c in config.space(data, SM90) if c.swap_ab]
+    swapped = [c for c in tuning_space.configs(data, SM90) if c.swap_ab]
     assert swapped and all(c.num_warps == 8 and c.tma for c in swapped)
     q = _problem("bwd_weight", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3,
                  pad=(1, 1, 1, 1))
-    assert not any(c.swap_ab for c in config.space(q, SM90))
+    assert not any(c.swap_ab for c in tuning_space.configs(q, SM90))
     # channels no 64-channel block divides: no twin
     odd = _problem("fwd", n=256, c_total=80, k_total=128, hi=14, wi=14, y=3, x=3, pad=(1, 1, 1, 1))
-    assert not any(c.swap_ab for c in config.space(odd, SM90))
+    assert not any(c.swap_ab for c in tuning_space.configs(odd, SM90))
 
 
 def test_swapped_kernels_feed_both_dot_operands_from_shared_memory_on_sm90():
@@ -731,7 +732,7 @@ def test_swapped_kernels_feed_both_dot_operands_from_shared_memory_on_sm90():
     # into registers when it is reshaped from a pixel box; the second stays in shared
     # memory. Swapped, the first is the filter's 2-d block and neither goes through registers
     code = ("import re\n"
-            "from convgen.kernels.isa import CHANNELS_LAST, compile_conv\n"
+            "from convaudit.isa import CHANNELS_LAST, compile_conv\n"
             "for d in ('fwd', 'bwd_data'):\n"
             "  for swap in (0, 1):\n"
             "    perf = {'tma': 1, 'block_m': 128, 'block_n': 128, 'block_k': 32,\n"
@@ -763,9 +764,9 @@ def test_bwd_weight_takes_more_parts_than_boxes_or_unroll_limits():
     # more parts than pixel boxes: one box per part, none empty, all added in order
     p = _problem("bwd_weight", n=3, c_total=16, k_total=24, hi=5, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
     perf = {"tma": 1, "block_m": 16, "block_n": 16, "block_k": 16, "split": 1000}
-    from convgen.kernels.tma import bwd_weight_parts
+    from convgen.kernels.geometry import bwd_weight_parts
     parts, per = bwd_weight_parts(p, config.choose(p, SM90, True, perf))
-    assert config.pixel_box(3, 5, 7, 16) == (1, 2, 8)
+    assert geometry.pixel_box(3, 5, 7, 16) == (1, 2, 8)
     assert (parts, per) == (3 * 3 * 1, 1)    # 3 images x 3 row boxes x 1 column box
     out, ref = _run(p, True, perf, seed=5)
     _check(p, out, ref)
@@ -804,7 +805,7 @@ def test_permuted_layouts_with_channels_innermost(direction):
     p = make_problem(direction=direction, dtype=elem_type("f16"), n=3, g=1, c_total=16,
                      k_total=24, hi=5, wi=7, y=3, x=2, pad=(1, 0, 1, 1),
                      layouts={"input": "hwnc", "filter": "yxkc", "output": "whnk"})
-    assert config.tma_unsupported(p) is None
+    assert geometry.tma_unsupported(p) is None
     perf = {"tma": 1, "block_m": 16, "block_n": 16, "block_k": 16}
     if direction == "bwd_weight":
         perf["split"] = 2

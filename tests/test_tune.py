@@ -11,10 +11,14 @@ import time
 
 import pytest
 
-from convgen import cli, tune
+from convgen import cli, picks
+from convgen import flags
+from convtune import commands as lab_commands
+from convtune import tune
 from convgen.backend import current
 from convgen.kernels import config as kconfig
-from convgen.tuning_db import TuningDB, key_for
+from convtune.tuning_db import TuningDB, key_for
+from convtune import space as tuning_space
 
 ROOT = pathlib.Path(__file__).parent.parent
 TUNING = ROOT / "tuning"
@@ -30,10 +34,10 @@ def _key(config):
 
 def test_tune_measures_checks_records_and_resumes(tmp_path):
     db = str(tmp_path / "t.sqlite")
-    args = cli.parse_tune(["--db", db, "--allow-cpu", *PROBLEM])
+    args = lab_commands.parse_tune(["--db", db, "--allow-cpu", *PROBLEM])
     (config,) = args["configs"]
     (first,) = tune.tune(args["configs"], db, jobs=1, allow_cpu=True, progress=False)
-    n = len(kconfig.space(config.problem, current()))
+    n = len(tuning_space.configs(config.problem, current()))
     assert first.measured + first.invalid == n and first.skipped == 0
     with TuningDB(db, readonly=True) as t:
         best = t.best(_key(config))
@@ -51,20 +55,20 @@ def test_tune_measures_checks_records_and_resumes(tmp_path):
     assert again.note == "measured and checked before"
 
     # a run without -perf_config takes it, and says so; -perf_config still forces
-    cfg, source = kconfig.select(config.problem, current(), True, None, db)
+    cfg, source = picks.select(config.problem, current(), True, None, db)
     assert cfg.describe() == best.config and source.startswith("tuned")
-    forced, source = kconfig.select(config.problem, current(), True, {"block_m": 16}, db)
+    forced, source = picks.select(config.problem, current(), True, {"block_m": 16}, db)
     assert forced.block_m == 16 and source == "set on the command line"
-    default, source = kconfig.select(config.problem, current(), True, None, None)
+    default, source = picks.select(config.problem, current(), True, None, None)
     assert default == kconfig.choose(config.problem, current(), True)
     assert source == "default rule (no tuning database; selector off)"
     # the FMA path never takes a matrix-core entry
-    assert kconfig.select(config.problem, current(), False, None, db)[1] == "default rule"
+    assert picks.select(config.problem, current(), False, None, db)[1] == "default rule"
 
 
 def test_invalid_and_wrong_configs_are_recorded_and_never_chosen(tmp_path, monkeypatch):
     db = str(tmp_path / "t.sqlite")
-    (config,) = cli.parse_tune(["--db", db, *PROBLEM])["configs"]
+    (config,) = lab_commands.parse_tune(["--db", db, *PROBLEM])["configs"]
     good = kconfig.choose(config.problem, current(), True)
     bad = kconfig.KernelConfig(block_m=48)          # not a power of two: invalid
     second = kconfig.KernelConfig(block_m=16, block_n=16, block_k=16, num_stages=1)
@@ -93,8 +97,8 @@ def test_invalid_and_wrong_configs_are_recorded_and_never_chosen(tmp_path, monke
 
 def test_a_best_of_the_first_few_says_so_and_a_whole_search_replaces_it(tmp_path):
     db = str(tmp_path / "t.sqlite")
-    (config,) = cli.parse_tune(["--db", db, *PROBLEM])["configs"]
-    n = len(kconfig.space(config.problem, current()))
+    (config,) = lab_commands.parse_tune(["--db", db, *PROBLEM])["configs"]
+    n = len(tuning_space.configs(config.problem, current()))
     (few,) = tune.tune([config], db, max_configs=2, allow_cpu=True, progress=False)
     with TuningDB(db, readonly=True) as t:
         assert t.best(_key(config)).searched == few.searched == f"the first 2 of {n} of the space"
@@ -110,8 +114,8 @@ def test_a_best_of_the_first_few_says_so_and_a_whole_search_replaces_it(tmp_path
 
 def test_a_search_of_a_few_chooses_among_them_and_a_whole_one_with_nothing_left_replaces_it(tmp_path):
     db = str(tmp_path / "t.sqlite")
-    (config,) = cli.parse_tune(["--db", db, *PROBLEM])["configs"]
-    space = [c.describe() for c in kconfig.space(config.problem, current())]
+    (config,) = lab_commands.parse_tune(["--db", db, *PROBLEM])["configs"]
+    space = [c.describe() for c in tuning_space.configs(config.problem, current())]
     tune.tune([config], db, allow_cpu=True, progress=False)   # every config timed
     import sqlite3
     with sqlite3.connect(db) as con:   # the fastest of all is outside the first two
@@ -136,9 +140,9 @@ def test_a_search_of_a_few_chooses_among_them_and_a_whole_one_with_nothing_left_
 
 def test_top_without_a_model_searches_the_whole_space_and_says_why(tmp_path):
     db = str(tmp_path / "t.sqlite")
-    args = cli.parse_tune(["--db", db, "--top", "2", *PROBLEM, "-selector", "none"])
+    args = lab_commands.parse_tune(["--db", db, "--top", "2", *PROBLEM, "-selector", "none"])
     assert args["top"] == 2
-    n = len(kconfig.space(args["configs"][0].problem, current()))
+    n = len(tuning_space.configs(args["configs"][0].problem, current()))
     (r,) = tune.tune(args["configs"], db, allow_cpu=True, progress=False, top=args["top"])
     assert r.measured + r.invalid == n and r.searched == "space"
     assert r.note.startswith("--top: selector off, so the whole space")
@@ -148,7 +152,7 @@ def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
     # interpreter times mean nothing, so no best; on a GPU (the unit tests run there too)
     # the fastest config that passes the check is the best
     db = str(tmp_path / "t.sqlite")
-    (r,) = tune.tune(cli.parse_tune(["--db", db, "--max-configs", "2", *PROBLEM])["configs"], db,
+    (r,) = tune.tune(lab_commands.parse_tune(["--db", db, "--max-configs", "2", *PROBLEM])["configs"], db,
                      max_configs=2, progress=False)
     assert r.measured == 2
     if current().interpreter:
@@ -159,7 +163,7 @@ def test_the_interpreter_chooses_no_best_unless_asked(tmp_path):
 
 def test_retime_before_times_again_only_what_was_timed_before_it(tmp_path, monkeypatch):
     db = str(tmp_path / "t.sqlite")
-    args = cli.parse_tune(["--db", db, "--max-configs", "2", "--retime-before",
+    args = lab_commands.parse_tune(["--db", db, "--max-configs", "2", "--retime-before",
                            "2000-01-01T00:00:00", *PROBLEM])
     assert args["retime_before"] == "2000-01-01T00:00:00"
     (first,) = tune.tune(args["configs"], db, max_configs=2, progress=False)
@@ -182,7 +186,7 @@ def test_retime_under_times_again_only_the_configs_that_took_less(tmp_path, monk
     # configs whose Python outlasts their GPU work were timed as the host's time: under a
     # bound, every row may be such a one; above it the GPU's time was measured and stays
     db = str(tmp_path / "t.sqlite")
-    args = cli.parse_tune(["--db", db, "--retime-before", "2100-01-01T00:00:00",
+    args = lab_commands.parse_tune(["--db", db, "--retime-before", "2100-01-01T00:00:00",
                            "--retime-under", "1.5", *PROBLEM])
     assert args["retime_under"] == 1.5
     (config,) = args["configs"]
@@ -205,7 +209,7 @@ def test_a_stopped_retime_chooses_the_best_again_when_resumed(tmp_path, monkeypa
     # stopped after timing every config again but before choosing: the resumed run has
     # nothing left to time, and must still choose the best from the new times
     db = str(tmp_path / "t.sqlite")
-    (config,) = cli.parse_tune(["--db", db, *PROBLEM])["configs"]
+    (config,) = lab_commands.parse_tune(["--db", db, *PROBLEM])["configs"]
     tune.tune([config], db, max_configs=2, allow_cpu=True, progress=False)
     import sqlite3
     with sqlite3.connect(db) as con:   # as if timed per launch long ago
@@ -283,17 +287,17 @@ def test_a_missing_model_for_top_is_one_error_line_before_the_database_is_made(t
 
 
 def test_tune_flags_and_problem_flags_never_collide():
-    tune_keys = set(cli.TUNE_FLAGS.by_key)
+    tune_keys = set(lab_commands.TUNE_FLAGS.by_key)
     assert not tune_keys & set(cli.ROCMLIR_FLAGS.by_key)
-    mine, rest = cli._split_flags(["--db", "x.sqlite", "-t", "f16", "--allow-cpu", "-batchsize=2",
-                                   "--jobs=3", "-x2"], cli.TUNE_FLAGS)
+    mine, rest = flags.split_flags(["--db", "x.sqlite", "-t", "f16", "--allow-cpu", "-batchsize=2",
+                                   "--jobs=3", "-x2"], lab_commands.TUNE_FLAGS)
     assert mine == ["--db", "x.sqlite", "--allow-cpu", "--jobs=3"]
     assert rest == ["-t", "f16", "-batchsize=2", "-x2"]
 
 
 def test_layers_expand_to_one_problem_per_layer_direction_type_and_batch(tmp_path):
-    from convgen import models
-    args = cli.parse_tune(["--db", str(tmp_path / "t.sqlite"), "--layers", "issue", "--batch", "1,32",
+    from convtune import models
+    args = lab_commands.parse_tune(["--db", str(tmp_path / "t.sqlite"), "--layers", "issue", "--batch", "1,32",
                            "--types", "bf16", "--directions", "bwd_data"])
     assert len(args["configs"]) == 2 * len(models.CONV_BENCH_LAYERS)
     assert {c.problem.direction.name for c in args["configs"]} == {"bwd_data"}
@@ -307,7 +311,7 @@ def _lines_problems(name):
     lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
     out = []
     for ln in lines:
-        p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
+        p = lab_commands.parse_tune(["--db", "x.sqlite", *shlex.split(ln)])["configs"][0].problem
         # a layer as models.py writes it, its dilation the eighth entry where it is not 1
         layer = (p.c * p.g, p.k * p.g, p.hi, p.y, p.stride_h, p.pad_h_l, p.g) + ((p.dil_h,) if p.dil_h > 1 else ())
         out.append((layer, p.n, p.direction.name))
@@ -322,7 +326,7 @@ def _lines_problems(name):
 ])
 def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines_file(
         make, kind, lines_file, directions):
-    from convgen import models
+    from convtune import models
     extra = getattr(models, make)()
     have = {(tuple(layer[:7]), batch) for _, layer, batch, _ in models.selector_set()}
     keys = [(tuple(layer[:7]), batch) for _, layer, batch, _ in extra]
@@ -336,7 +340,7 @@ def test_extra_batches_add_only_new_problems_of_their_kind_and_match_their_lines
 
 
 def test_neighbour_batches_add_half_and_twice_a_weak_batch_that_nothing_holds():
-    from convgen import models
+    from convtune import models
     stem = tuple(models.RESNET50[0])  # the set has it at batch 1, 32 and 256
     have = models.listed_problems() | {(stem, 64, "bwd_data"), (stem, 128, "bwd_weight")}
     got = models.neighbour_batches_set([(stem, "fwd", 32), (stem, "fwd", 32), (stem, "bwd_data", 256),
@@ -353,7 +357,7 @@ def test_neighbour_batches_add_half_and_twice_a_weak_batch_that_nothing_holds():
 
 
 def test_listed_problems_hold_the_wide_3x3_batches_in_bwd_weight_alone():
-    from convgen import models
+    from convtune import models
     listed = models.listed_problems()
     wide = [(tuple(layer), batch) for _, layer, batch, _ in models.wide_3x3_set()]
     assert wide and all((*w, "bwd_weight") in listed for w in wide)
@@ -369,7 +373,7 @@ def test_the_grouped_bwd_weight_list_is_its_generator_less_what_was_measured():
     import contextlib
     import sqlite3
 
-    from convgen import models
+    from convtune import models
     made = [(tuple(layer), batch, "bwd_weight") for _, layer, batch, _ in models.grouped_bwd_weight_set()]
     assert made and len(set(made)) == len(made)
     assert all(layer[6] > 1 and layer[0] // layer[6] > 1 for layer, *_ in made)
@@ -378,7 +382,7 @@ def test_the_grouped_bwd_weight_list_is_its_generator_less_what_was_measured():
     assert set(listed) <= set(made)
     left_out = [m for m in made if m not in set(listed)]
     assert left_out, "the database held some of the set when the list was written"
-    from convgen import tuning_db
+    from convtune import tuning_db
     with contextlib.closing(sqlite3.connect(f"file:{tuning_db.open_store()}?mode=ro", uri=True)) as db:
         first = {tuple(key): t for *key, t in db.execute(
             "SELECT p.n, p.c, p.k, p.g, p.h, p.y, p.stride_h, MIN(m.measured_at) FROM problems p "
@@ -396,7 +400,7 @@ def test_the_later_networks_add_only_new_shapes():
     """The networks after models.FIRST_NETWORKS widen the training set with shapes no
     earlier table has (a repeated shape would be the same problem measured twice), and
     leave the suite benchmark's and the extra-batch lists as they were."""
-    from convgen import models
+    from convtune import models
     later = [net for net in models.NETWORKS if net not in models.FIRST_NETWORKS]
     assert later == ["convnext_b", "wide_resnet50_2", "efficientnet_v2_s", "googlenet"]
     seen = {tuple(layer) for net in models.FIRST_NETWORKS for layer in models.NETWORKS[net]}
@@ -442,7 +446,7 @@ def test_weak_picks_leaves_out_what_the_database_holds(tmp_path):
     pick counts as weak (--under 1.01)."""
     import shlex
 
-    from convgen.tuning_db import problem_key
+    from convtune.tuning_db import problem_key
 
     def listed(db):
         p = subprocess.run([sys.executable, str(ROOT / "scripts" / "weak-picks"), "--db", str(db),
@@ -455,7 +459,7 @@ def test_weak_picks_leaves_out_what_the_database_holds(tmp_path):
     TuningDB(str(empty)).close()
     new = listed(empty)
     assert new
-    first = cli.parse_tune(["--db", "x.sqlite", *shlex.split(new[0])])["configs"][0].problem
+    first = lab_commands.parse_tune(["--db", "x.sqlite", *shlex.split(new[0])])["configs"][0].problem
     with TuningDB(str(empty)) as db:
         key = problem_key(first, "sm90", "NVIDIA H200", "3.6.0", "0123456789ab")
         db.set_best(key, "block_m=64", 1.0, 1.0, "gpu reference [1 1 1]")
@@ -466,10 +470,10 @@ def test_weak_picks_leaves_out_what_the_database_holds(tmp_path):
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_a_tune_line_parses_back_to_its_layer(direction):
     import shlex
-    from convgen import models
+    from convtune import models
     layer = models.DEEPLABV3[-1]   # dilated, so the line must carry the dilation too
     assert models.dilation(layer) > 1
-    p = cli.parse_tune(["--db", "x.sqlite", *shlex.split(cli.tune_line(layer, 3, direction, "bf16"))])[
+    p = lab_commands.parse_tune(["--db", "x.sqlite", *shlex.split(lab_commands.tune_line(layer, 3, direction, "bf16"))])[
         "configs"][0].problem
     c, k, hw, f, s, pad, g = layer[:7]
     assert (p.direction.name, p.dtype.name, p.n) == (direction, "bf16", 3)
@@ -578,7 +582,7 @@ def test_a_config_whose_ptxas_the_stop_killed_stops_the_run_unrecorded(tmp_path,
     monkeypatch.setattr(launch, "launch_spec", lambda *a, **k: SimpleNamespace(
         kernel=SimpleNamespace(warmup=warmup), runtime={}, constexprs={}, grid=None))
     db = str(tmp_path / "t.sqlite")
-    args = cli.parse_tune(["--db", db, "--allow-cpu", *PROBLEM])
+    args = lab_commands.parse_tune(["--db", db, "--allow-cpu", *PROBLEM])
     with pytest.raises(KeyboardInterrupt):
         tune.tune(args["configs"], db, jobs=2, allow_cpu=True, progress=False)
     with TuningDB(db, readonly=True) as t:
@@ -607,7 +611,7 @@ def test_each_problem_of_a_list_has_its_own_line_label():
                 argv[argv.index(flag) + 1] = value
             else:
                 argv += [flag, value]
-        return tune._short(cli.parse_tune(["--db", "x.sqlite", *argv])["configs"][0].problem)
+        return tune._short(lab_commands.parse_tune(["--db", "x.sqlite", *argv])["configs"][0].problem)
 
     assert label() == "bwd_weight f16 N64 C256 K256 64x64 3x3/s1 p1"
     twins = [label(), label("-dilation_h", "2", "-dilation_w", "2", "-padding_h", "2", "-padding_w", "2"),

@@ -14,7 +14,7 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_db import (SCHEMA_VERSION, SHAPE_COLUMNS, Best, TuningDB, fold_log, in_wal_mode,
+from convtune.tuning_db import (SCHEMA_VERSION, SHAPE_COLUMNS, Best, TuningDB, fold_log, in_wal_mode,
                                problem_from_key, problem_key)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -294,7 +294,7 @@ def test_a_measurement_of_the_same_config_replaces_the_old_one(tmp_path):
 WRITER = """
 import os, sys
 sys.path.insert(0, sys.argv[1])
-from convgen.tuning_db import TuningDB
+from convtune.tuning_db import TuningDB
 from tests.test_tuning_db import _key
 db = TuningDB(sys.argv[2])
 for i in range(int(sys.argv[4])):
@@ -352,7 +352,7 @@ def test_opening_waits_out_a_lock_sqlite_reports_at_once(tmp_path, monkeypatch):
     """SQLite says "database is locked" without waiting to a connection that opens while
     another folds its log back (seen once in 4 writers on a loaded CI machine); opening
     tries again, and only a lock that outlasts the wait is an error, said as a lock."""
-    from convgen import tuning_db
+    from convtune import tuning_db
     path = str(tmp_path / "t.sqlite")
     TuningDB(path).close()
     real, tries = TuningDB._open, []
@@ -627,24 +627,47 @@ def test_a_closed_database_is_one_plain_file_a_reader_opens_read_only(tmp_path):
 
 def test_the_tracked_data_has_bests_for_todays_kernels():
     # a kernel edit changes its digest, and rows keyed on the old one are never selected
-    # again: the tracked data must gain the edited kernel's measurements (tuned again, or,
-    # for an edit that leaves the launches alone, re-keyed in a store and exported) in the
-    # same commit, or it silently stops being used. Files are never rewritten, so older
+    # again: the tracked data must gain the edited kernel's measurements (tuned again) in the
+    # same commit, or, for a change that leaves the kernels as they were (code moved between
+    # modules), a line of tuning/data/same-kernels.tsv naming the digest they keep (its proof
+    # in the line), or it silently stops being used. Files are never rewritten, so older
     # digests' rows stay as the selector's history (selector.load_dataset: the latest of a
-    # config wins); today's digest must hold at least as many checked bests as any other
-    from convgen import tuning_text
+    # config wins); today's digest, through its same kernels, must hold at least as many
+    # checked bests as any other
+    from convtune import tuning_text
     from convgen.directions import DIRECTIONS
     from convgen.kernels.launch import kernel_digest
+    folder = os.path.join(ROOT, "tuning", "data")
+    same = tuning_text.same_kernels(folder)
     today = {name: kernel_digest(d) for name, d in DIRECTIONS.items()}
     bests: dict[tuple, set] = {}
-    for path in tuning_text.data_files(os.path.join(ROOT, "tuning", "data")):
+    for path in tuning_text.data_files(folder):
         for key, _, best in tuning_text.read_batch(path):
             if best is not None:
                 row = dict(zip(tuning_text.KEY_COLUMNS, key))
                 bests.setdefault((row["direction"], row["kernel"]), set()).add(key[4:])
     for name, digest in today.items():
         counts = {kernel: len(shapes) for (d, kernel), shapes in bests.items() if d == name}
-        assert counts.get(digest, 0) > 0 and counts[digest] >= max(counts.values()), (name, counts)
+        served = max((counts.get(k, 0) for k in (digest, *same.get(digest, ()))), default=0)
+        assert served > 0 and served >= max(counts.values()), (name, digest, counts)
+
+
+def test_same_kernels_lines_are_followed_and_checked(tmp_path, monkeypatch):
+    from convtune import tuning_text
+    (tmp_path / tuning_text.SAME_KERNELS).write_text(
+        "# direction\tdigest\tsame as\twhy\n"
+        "fwd\tccc\tbbb\tmoved again\nfwd\tbbb\taaa\tmoved\n")
+    assert tuning_text.same_kernels(str(tmp_path)) == {"ccc": ("bbb", "aaa"), "bbb": ("aaa",)}
+    # a tuned best under the older digest serves today's key
+    monkeypatch.setenv("CONVGEN_TUNING_DATA", str(tmp_path))
+    with TuningDB(str(tmp_path / "t.sqlite")) as db:
+        db.record(_key(kernel="aaa"), "block_m=64", "ok", ms=1.0)
+        db.set_best(_key(kernel="aaa"), "block_m=64", 1.0, None, "cpu reference [1 1 1]")
+        assert db.best_near(_key(kernel="ccc")).config == "block_m=64"
+        assert db.best_near(_key(kernel="ddd")) is None
+    (tmp_path / tuning_text.SAME_KERNELS).write_text("fwd\tccc\n")
+    with pytest.raises(ConvgenError, match="expected 'direction"):
+        tuning_text.same_kernels(str(tmp_path))
 
 
 def test_a_new_file_stores_each_key_and_config_once(tmp_path):

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from convgen import tuning_db, tuning_text
+from convtune import tuning_db, tuning_text
 from convgen.errors import ConvgenError
-from convgen.tuning_db import TuningDB, nearest_version
+from convtune.tuning_db import TuningDB, nearest_version
 from tests.test_tuning_db import _key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -191,7 +191,7 @@ def test_several_processes_open_a_new_store_at_once(store_env):
             _measure(db, _key(n=n), [f"block_m={m}" for m in (16, 32, 64, 128)])
         db.export(str(data))
     os.unlink(data / "x.sqlite")
-    code = ("import sys; from convgen import tuning_db; from convgen.tuning_db import TuningDB\n"
+    code = ("import sys; from convtune import tuning_db; from convtune.tuning_db import TuningDB\n"
             "with TuningDB(tuning_db.resolve(''), readonly=True) as db: print(db.counts()['ok'])")
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tools")})
@@ -275,8 +275,8 @@ def test_a_run_s_line_names_the_triton_version_that_measured_its_tuned_entry(tmp
     import triton
 
     from convgen import backend, cli
-    from convgen.kernels import config as kconfig
-    from convgen.tuning_db import key_for
+    from convgen import picks
+    from convtune.tuning_db import key_for
     backend.ensure_interpreter_if_no_gpu()
     be = backend.current()
     run = cli.parse(["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "8",
@@ -284,13 +284,13 @@ def test_a_run_s_line_names_the_triton_version_that_measured_its_tuned_entry(tmp
                      "-in_layout", "nhwc", "-fil_layout", "kyxc", "-out_layout", "nhwk", "-pv", "-x2"])
     key = {**key_for(run.problem, be), "triton": "0.1.0"}
     assert triton.__version__ != "0.1.0"
-    rule, _ = kconfig.select(run.problem, be, True, None, None)
+    rule, _ = picks.select(run.problem, be, True, None, None)
     other = "block_m=32,block_n=16,block_k=16,num_warps=4,num_stages=1,split=1,group_m=8"
     assert rule.describe() != other
     db = str(tmp_path / "t.sqlite")
     with TuningDB(db) as t:
         t.set_best(key, other, 0.5, 1.0, "cpu reference [1 1 1]")
-    cfg, source = kconfig.select(run.problem, be, True, None, db)
+    cfg, source = picks.select(run.problem, be, True, None, db)
     assert cfg.describe() == other
     assert source.startswith("tuned: the fastest measured here (0.500 ms, ") and "Triton 0.1.0, t.sqlite)" in source
 

@@ -1,4 +1,4 @@
-"""kernels/wgmma_hazard.py: the SASS scan for a register an in-flight wgmma still reads.
+"""convaudit/wgmma_hazard.py: the SASS scan for a register an in-flight wgmma still reads.
 
 The two SASS files are the H100's (Triton 3.6, its ptxas 12.8) for bwd_weight's descriptor
 kernel, 128x128 tiles of 64 pixels, 4 warps, 4 stages, split 1, before the per-step wait:
@@ -10,8 +10,8 @@ import os
 import pytest
 
 from convgen import backend
-from convgen.kernels import wgmma_hazard
-from convgen.kernels.wgmma_hazard import find, register_operand
+from convaudit import wgmma_hazard
+from convaudit.wgmma_hazard import find, register_operand
 
 SASS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sass")
 
@@ -121,14 +121,14 @@ def _survey(*args: str):
     import sys
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.path.join(ROOT, "tools") + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "convgen.kernels.wgmma_hazard", *args],
+    return subprocess.run([sys.executable, "-m", "convaudit.wgmma_hazard", *args],
                           capture_output=True, text=True, env=env, timeout=600)
 
 
 def test_the_survey_compiles_a_databases_bests_for_sm90_and_scans_them(tmp_path):
     from convgen.dtypes import elem_type
     from convgen.problem import make_problem
-    from convgen.tuning_db import TuningDB, problem_key
+    from convtune.tuning_db import TuningDB, problem_key
     p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), n=2, g=1, c_total=128,
                      k_total=128, hi=9, wi=9, y=3, x=3, pad=(1, 1, 1, 1),
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})

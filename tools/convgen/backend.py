@@ -9,6 +9,7 @@ Importing this module imports neither torch nor Triton; `current()` does.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -216,6 +217,26 @@ class Backend:
 
 
 INTERPRETER = Backend("interpreter", "interpreter", 1)
+
+
+_CROSS_TARGET = None
+
+
+@contextlib.contextmanager
+def cross_compiling(target: str):
+    """While a launch is built for `target` without its GPU (convaudit.isa cross-compiles
+    with meta tensors, which have no device to ask): what `cross_target` answers."""
+    global _CROSS_TARGET
+    before, _CROSS_TARGET = _CROSS_TARGET, target
+    try:
+        yield
+    finally:
+        _CROSS_TARGET = before
+
+
+def cross_target() -> str | None:
+    """The target a launch is being built for without its GPU (`cross_compiling`), else None."""
+    return _CROSS_TARGET
 
 
 @functools.lru_cache(maxsize=None)

@@ -44,7 +44,7 @@ def _tensors(cfg: CompareConfig):
 
 
 def run(cfg: CompareConfig) -> int:
-    from convgen import tolerance, verify
+    from convgen import tolerance, verify   # torch
     report.check_paths(cfg.json_path, None)
     kern, ref, out = _tensors(cfg)
     n = cfg.accumulate or 1

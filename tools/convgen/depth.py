@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+from convgen.inputs import guarded_output, guarded_zeros
+
 
 def _slice_buffer(q, tensor: str, dtype, device):
     """A zeroed tensor of q's `tensor` in q's memory order, as a logical-order view, inside
     margins like any input's: a kernel that reads past it reads NaN, not the heap."""
-    from convgen.inputs import guarded_zeros
     return guarded_zeros(q, tensor, dtype, str(device))
 
 
@@ -91,5 +92,4 @@ def slice_out(q, dtype, device):
     """(q's result buffer, its Guard): poisoned like any output, inside guard margins, so
     a tap that writes outside it or leaves an element unwritten is seen, not a corrupted
     heap or a silent zero."""
-    from convgen.inputs import guarded_output
     return guarded_output(q, str(device), dtype)

@@ -61,6 +61,21 @@ class Direction:
     kernel: str                  # "module:function" building the launch (kernels/launch.py)
     cpu_reference: str           # "module:object" with per_sample() and compute()
     gpu_reference: str           # "module:kernel" of the GPU (FMA) reference
+    # The descriptor kernels (kernels/tma.py) of this direction:
+    # how a strided input (gradient), other than a strided 1x1 view, is read: "one"
+    # descriptor over every phase (fwd; none where rows or columns are not multiples of the
+    # stride), "one or each" (bwd_weight: one over every phase where it can, else one per
+    # phase), "each" phase its own (bwd_data: it writes the pixels between the strided ones,
+    # so no strided view either)
+    phase_views: str = "each"
+    persistent: bool = False     # a persistent kernel (bwd_data's at stride 1 only)
+    streamk: bool = False        # a stream-K kernel
+    tail: bool = False           # the tiles after the last whole wave shared
+    # a transposed tile (swap_ab): "" none; else the dimension its reduction steps through in
+    # the filter's (k, y*x*c) view: "c" (fwd: a step past a tap's channels would read the
+    # next tap, so block_k must divide c) or "k" (bwd_data)
+    swap_ab: str = ""
+    fold_columns: bool = True    # s2d=2 (the filter's columns folded too)
 
     def load(self, which: str):
         """The object a "module:attribute" field names (kernel, cpu_reference, gpu_reference)."""
@@ -79,7 +94,8 @@ FWD = Direction(
     splits_reduction=False,
     kernel="convgen.kernels.conv_fwd:launch_spec",
     cpu_reference="convgen.reference:FWD",
-    gpu_reference="convgen.kernels.gpu_reference:conv_ref_fwd_kernel")
+    gpu_reference="convgen.kernels.gpu_reference:conv_ref_fwd_kernel",
+    phase_views="one", persistent=True, tail=True, swap_ab="c")
 BWD_DATA = Direction(
     "bwd_data", "backward data: input gradient from the output gradient and the filter",
     reads=("output", "filter"), writes="input", gemm_dims=("n*hi*wi", "c", "k*y*x"),
@@ -87,7 +103,10 @@ BWD_DATA = Direction(
     tile_n=lambda p: p.c, tile_k=lambda p: p.k, splits_reduction=False,
     kernel="convgen.kernels.conv_bwd_data:launch_spec",
     cpu_reference="convgen.reference:BWD_DATA",
-    gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_data_kernel")
+    gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_data_kernel",
+    phase_views="each", persistent=True, swap_ab="k",
+    # its output would be a view whose columns overlap
+    fold_columns=False)
 BWD_WEIGHT = Direction(
     "bwd_weight", "backward weight: filter gradient from the input and the output gradient",
     reads=("input", "output"), writes="filter", gemm_dims=("k", "c*y*x", "n*ho*wo"),
@@ -96,7 +115,8 @@ BWD_WEIGHT = Direction(
     tile_k=lambda p: p.n * p.ho * p.wo, splits_reduction=True,
     kernel="convgen.kernels.conv_bwd_weight:launch_spec",
     cpu_reference="convgen.reference:BWD_WEIGHT",
-    gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_weight_kernel")
+    gpu_reference="convgen.kernels.gpu_reference:conv_ref_bwd_weight_kernel",
+    phase_views="one or each", streamk=True)
 
 DIRECTIONS: dict[str, Direction] = {d.name: d for d in (FWD, BWD_DATA, BWD_WEIGHT)}
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from convgen import backend as backends
 from convgen import report, tolerance
 from convgen.errors import ConvgenError
+from convgen.inputs import empty_output, guard_elements
+from convgen.kernels.geometry import split_workspace
 from convgen.options import RunConfig
 
 GIB = 2.0 ** 30
@@ -69,14 +71,13 @@ def _reference(config: RunConfig, tensors, device: str):
     ro = config.reference
     out_dtype = p.dtype.out_type.torch_dtype
     if ro.validator == "gpu":  # in the interpreter too, so CI exercises it
-        from convgen.inputs import empty_output
-        from convgen.kernels.gpu_reference import gpu_reference
+        from convgen.kernels.gpu_reference import gpu_reference   # torch and Triton
         if ro.flush_subnormals and not p.dtype.is_int:
             tensors = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
         out32 = empty_output(p, device, dtype=torch.int32 if p.dtype.is_int else torch.float32)
         gpu_reference(p, tensors, out32)
         return out32.to(out_dtype)
-    from convgen.reference import reference
+    from convgen.reference import reference   # torch
     ref = reference(p, tensors, accumulate=ro.accumulate, flush_subnormals=ro.flush_subnormals)
     return ref.to(out_dtype).to(device)
 
@@ -84,9 +85,7 @@ def _reference(config: RunConfig, tensors, device: str):
 def footprint(config: RunConfig, cfg) -> dict:
     """Bytes the run holds at its peak: {"device": {part: bytes}, "host": {part: bytes}}.
     With the interpreter the device is the host."""
-    from convgen.inputs import guard_elements
-    from convgen.kernels.conv_bwd_weight import workspace_elements
-    from convgen.reference import temp_bytes
+    from convgen.reference import temp_bytes   # torch
     p = config.problem
     out_t = p.dtype.out_type
 
@@ -96,7 +95,7 @@ def footprint(config: RunConfig, cfg) -> dict:
     out = with_margins(p.writes) * out_t.bits // 8
     device = {"inputs": ins, "output": out}
     if p.direction.splits_reduction:
-        device["workspace"] = 4 * workspace_elements(p, cfg)
+        device["workspace"] = 4 * split_workspace(p, cfg)
     # float64 draw and its copy; both signs add a second draw and the mask
     per_element = 25 if config.data.both_signs else 16
     host = {"input generation": per_element * max(p.elements(t) for t in p.reads)}
@@ -175,9 +174,9 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
     be = backends.current()
     import torch
 
-    from convgen import inputs, verify
-    from convgen.kernels import config as kconfig
-    from convgen.kernels.launch import run_conv, triton_failure
+    from convgen import inputs, picks, verify   # torch and Triton: not for a refused run
+    from convgen.kernels import config as kconfig   # torch and Triton
+    from convgen.kernels.launch import run_conv, triton_failure   # torch and Triton
 
     p = config.problem
     why = be.type_unsupported(p.dtype)
@@ -185,7 +184,7 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
         raise ConvgenError(why, field="type")
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
-    cfg, source = kconfig.select(p, be, use_dot, config.kernel.config_overrides,
+    cfg, source = picks.select(p, be, use_dot, config.kernel.config_overrides,
                                  config.kernel.tuning_db, config.kernel.selector)
     _check_memory(config, cfg, be)
     say(f"convgen: {p.describe()}")
@@ -231,7 +230,7 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
         try:
             out, guard = launch(cfg)
         except _ConfigFailed as failed:
-            if not source.startswith(kconfig.MODEL_SOURCE):
+            if not source.startswith(picks.MODEL_SOURCE):
                 raise
             # the model learnt speed, not what compiles: a config whose shared memory
             # Triton refuses for this problem (bwd_weight's 128-pixel boxes of 3 stages

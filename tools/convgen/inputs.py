@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from convgen import backend, dtypes
 from convgen.errors import ConvgenError
 from convgen.options import FIXED_PATTERN, ROCMLIR_FIXED, DataSpec
 from convgen.problem import ConvProblem
@@ -141,8 +142,7 @@ def _fill(t, spec: DataSpec, problem: ConvProblem, salt: int) -> None:
         idx = (torch.arange(t.numel(), device=t.device) + salt) % len(FIXED_PATTERN)
         t.view(-1).copy_(pattern[idx])
         return
-    from convgen import backend
-    from convgen.kernels import draw
+    from convgen.kernels import draw   # Triton (its kernels, its interpreter set first)
     lo, hi = _range(spec, problem)
     integers = (spec.rand_type or ("int" if problem.dtype.is_int else "float")) == "int"
     seed = spec.seed * 1000003 + salt
@@ -205,7 +205,8 @@ def _rocmlir_values(problem: ConvProblem, spec: DataSpec) -> dict:
     [-rand_min, -rand_max]; a tensor that -rand_side leaves out holds 1 (0.1 for float
     draws) and draws nothing. The values are then rounded to the element type."""
     import numpy as np
-    from convgen.glibc_rand import RAND_MAX, GlibcRand
+
+    from convgen.glibc_rand import RAND_MAX, GlibcRand   # numpy: rocMLIR's data rules alone
     floats = spec.rand_type == "float"
     out = {}
     if spec.mode in ("fixed", "none"):
@@ -244,7 +245,6 @@ def guarded_output(problem: ConvProblem, device: str, dtype=None):
     """(the written tensor as a logical view, poisoned; its Guard): margins of the output
     type's guard pattern around it."""
     import torch
-    from convgen import dtypes
     name = problem.writes
     dt = dtype or problem.dtype.out_type.torch_dtype
     phys, buf, margin = _guarded(problem.physical_shape(name), dt, device)

@@ -53,6 +53,9 @@ import lit.Test
 import lit.TestRunner as runner
 from lit.ShUtil import Pipeline, Seq, ShParser
 
+from convgen import cli
+from convgen.cli import setting_words
+
 _MERGE = ((">&", 2), "1")          # 2>&1 as lit's parser gives it
 _STATEFUL = ("cd", "export", "unset", "set")
 _METRIC = re.compile(r"\b(RMS|maxAbsDiff|maxRelDiff)=([-+0-9.eE]+|inf|nan)")
@@ -126,7 +129,6 @@ class ConvgenTest(lit.formats.ShTest):
         `config.convgen_semantics` (a lit.local.cfg's, for imported lines left unchanged)
         and the default comparator (--param comparator, E2E_COMPARATOR). They go first, so
         the line's own flags win."""
-        from convgen.cli import setting_words
         extra = setting_words(getattr(config, "convgen_semantics", None), self.comparator)
         if not extra:
             return line
@@ -381,7 +383,6 @@ def _clean_state(test, execdir):
 def _call_convgen(args, merge: bool):
     """(exit status, stdout, stderr) of `convgen ARGS` in this process."""
     global _TORCH_SEED
-    from convgen import cli
     out = io.StringIO()
     err = out if merge else io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

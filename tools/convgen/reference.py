@@ -40,6 +40,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from convgen import depth
 from convgen.errors import ConvgenError
 from convgen.problem import ConvProblem
 
@@ -67,7 +68,6 @@ def reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], *,
         if accumulate is not None and not p.dtype.is_int:
             raise ConvgenError("block accumulation is not emulated for 3-D problems",
                                field="ref_accumulate")
-        from convgen import depth
         out = depth.combine(p, {name: tensors[name].detach().to("cpu") for name in p.reads}, F64,
                             lambda q, tq, z: reference(q, tq, flush_subnormals=flush_subnormals,
                                                        max_temp_bytes=max_temp_bytes))

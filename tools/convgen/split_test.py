@@ -24,7 +24,7 @@ Which check lines go with which RUN:
 -t TYPE keeps only RUNs whose data type is TYPE: the value of `-t` (f16, fp16,
 half... are one type), or the MIOpenDriver command (convfp16 -> f16,
 convbfp16 -> bf16, convint8 -> i8, conv -> f32); a RUN with neither is f32,
-convgen's default. (cli.command_type reads the type; cli.split_test_main the flags.)
+convgen's default. (cli.command_type reads the type; `main` the flags.)
 
 Errors (missing input, no RUN line, unknown type, a file that would be replaced
 without --force) are one line on stderr and exit status 2. Files are written to a
@@ -33,6 +33,7 @@ so nothing is half-written.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -41,6 +42,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Callable
+
+from convgen import cli, dtypes
 
 RUN_RE = re.compile(r"(?<![\w-])RUN:(.*)$")
 CHECK_SUFFIXES = r"(?:-NEXT|-SAME|-NOT|-DAG|-LABEL|-EMPTY|-COUNT-\d+)?"
@@ -272,6 +275,29 @@ def run(input_path: str, dest: str, type_filter: str | None, *, force: bool = Fa
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="split-test",
+        description="Split a multi-RUN lit test into one file per RUN line, "
+                    "each with the check lines its FileCheck uses.")
+    parser.add_argument("input", help="the test file to split")
+    parser.add_argument("dest", help="folder for <stem>_<index><suffix> files (created if missing)")
+    parser.add_argument("-t", "--type", dest="type", metavar="TYPE",
+                        help="keep only RUN lines testing this type: " + ", ".join(dtypes.CONV_TYPES))
+    parser.add_argument("-f", "--force", action="store_true",
+                        help="replace files that already exist in DEST (default: refuse)")
+    args = parser.parse_args(argv)
+    type_name = None
+    if args.type is not None:
+        t = dtypes.find(args.type)
+        if t is None or not t.conv_input:
+            print(f"split-test: error: -t {args.type}: unknown type (expected one of "
+                  f"{', '.join(dtypes.CONV_TYPES)})", file=sys.stderr)
+            return 2
+        type_name = t.name
+    return run(args.input, args.dest, type_name, force=args.force,
+                          type_of=cli.command_type)
+
+
 if __name__ == "__main__":
-    from convgen.cli import split_test_main
-    raise SystemExit(split_test_main())
+    raise SystemExit(main())

@@ -85,6 +85,11 @@ from dataclasses import dataclass
 
 from convgen import dtypes
 
+# Bucket edges of the verdict's two histograms (verify.py's labels; the GPU statistics kernel,
+# kernels/verify_stats.py, counts into the same buckets): relative error, and error in ulps.
+REL_EDGES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0)
+EPS_EDGES = (1.5, 2.5, 10.5, 100.5)
+
 LAMBDA = 4.0
 # products one matrix instruction sums before it adds them into the accumulator, by
 # input width: NVIDIA's f16/bf16 mma.sync m16n8k16 and wgmma k16 (an H100's wgmma lost

@@ -44,13 +44,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from convgen import dtypes, tolerance
+from convgen import backend, dtypes, tolerance
+from convgen.kernels import verify_stats as vs
 
 REL_OLD_FLOOR = 1e-3
-REL_EDGES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0)
+REL_EDGES, EPS_EDGES = tolerance.REL_EDGES, tolerance.EPS_EDGES
 REL_LABELS = ("0", "(0,1e-6)", "[1e-6,1e-5)", "[1e-5,1e-4)", "[1e-4,1e-3)", "[1e-3,1e-2)",
               "[1e-2,0.1)", "[0.1,1)", ">=1")
-EPS_EDGES = (1.5, 2.5, 10.5, 100.5)
 EPS_LABELS = ("0", "1", "2", "[3,10]", "[11,100]", ">100")
 CHUNK = 1 << 22
 INT32_MIN = -2 ** 31
@@ -293,12 +293,10 @@ def _device_pass(kern, ref, c: _Consts) -> _Pass:
     """One Triton pass (three kernels) and one copy back. The Triton pass handles
     finite values only; a NaN or an infinity (rare, and a failure of every bit) sends the
     whole comparison to the chunked pass, on the device."""
-    from convgen import backend
     backend.ensure_interpreter_if_no_gpu()   # must precede the kernel module's import
     if not kern.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         raise ValueError("the Triton pass on CPU tensors runs only in the interpreter "
                          "(TRITON_INTERPRET=1, set before the kernels are imported)")
-    from convgen.kernels import verify_stats as vs
     out = vs.device_totals(kern, ref, c.tensor(kern.device), is_int=c.is_int,
                            mantissa=c.mantissa, emin=c.emin)
     return _Pass(*out) if out is not None else _chunked_pass(kern, ref, c, CHUNK)

@@ -17,7 +17,7 @@ import math
 import triton
 import triton.language as tl
 
-from convgen.kernels import launch
+from convgen.kernels import spec
 from convgen.kernels.common import mac, split3, tile_ids
 
 
@@ -99,10 +99,10 @@ def conv_bwd_data_kernel(
         tl.store(out, acc.to(x_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
-def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+def launch_spec(p, tensors, out, cfg, meta) -> spec.LaunchSpec:
     _, n, _ = p.gemm
-    runtime = launch.tensor_args(p, tensors, out)
-    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"),
+    runtime = spec.tensor_args(p, tensors, out)
+    constexprs = {**spec.geometry_args(p, "Y", "X", "SH", "SW", "DH", "DW"),
                   "YSTEP": p.stride_h // math.gcd(p.stride_h, p.dil_h),
                   "XSTEP": p.stride_w // math.gcd(p.stride_w, p.dil_w), **meta}
     # one program row per group and stride residue class, with the tiles of the largest
@@ -110,4 +110,4 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
     m_largest = p.n * triton.cdiv(p.hi, p.stride_h) * triton.cdiv(p.wi, p.stride_w)
     grid = (triton.cdiv(m_largest, cfg.block_m) * triton.cdiv(n, cfg.block_n),
             p.g * p.stride_h * p.stride_w)
-    return launch.LaunchSpec(conv_bwd_data_kernel, grid, runtime, constexprs)
+    return spec.LaunchSpec(conv_bwd_data_kernel, grid, runtime, constexprs)

@@ -21,9 +21,9 @@ import triton
 import triton.language as tl
 
 from convgen.directions import blocks_span_taps, column_tiles
-from convgen.kernels import launch
+from convgen.kernels import spec
 from convgen.kernels.common import mac, split3, tile_ids
-from convgen.kernels.config import cdiv
+from convgen.kernels.geometry import split_parts, split_workspace
 
 REDUCE_BLOCK = 1024
 
@@ -132,31 +132,15 @@ def split_reduce_kernel(ws_ptr, w_ptr, G, K, C,
     tl.store(out, acc.to(w_ptr.dtype.element_ty), mask=ok)
 
 
-def parts(p, cfg) -> tuple[int, int]:
-    """(split, r_chunk): how many parts the reduction is cut into, and each part's length
-    (a multiple of block_k, so no tile straddles two parts; no part is empty)."""
-    # config.cdiv, not triton.cdiv (a JIT-function call, 3 us): choosing a config asks this
-    # for every candidate
-    _, _, r = p.gemm
-    r_chunk = cdiv(cdiv(r, cfg.split), cfg.block_k) * cfg.block_k
-    return cdiv(r, r_chunk), r_chunk
-
-
-def workspace_elements(p, cfg) -> int:
-    """fp32 elements of the split-K workspace (0 when the GEMM writes the output itself)."""
-    split, _ = parts(p, cfg)
-    return 0 if split == 1 else p.g * split * p.k * p.gemm[1]
-
-
-def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+def launch_spec(p, tensors, out, cfg, meta) -> spec.LaunchSpec:
     m, n, _ = p.gemm
-    split, r_chunk = parts(p, cfg)
+    split, r_chunk = split_parts(p, cfg)
     ws = None
     if split > 1:
-        ws = torch.empty((workspace_elements(p, cfg),), dtype=torch.float32, device=out.device)
-    runtime = {**launch.tensor_args(p, tensors, out), "ws_ptr": out if ws is None else ws,
+        ws = torch.empty((split_workspace(p, cfg),), dtype=torch.float32, device=out.device)
+    runtime = {**spec.tensor_args(p, tensors, out), "ws_ptr": out if ws is None else ws,
                "R_CHUNK": r_chunk}
-    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split,
+    constexprs = {**spec.geometry_args(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta, "SPLIT": split,
                   "FLAT_N": blocks_span_taps(p)}
     # one program row per group and reduction part; a tile's columns are one tap's channels
     # (or, FLAT_N, a block of the flattened (y, x, c))
@@ -169,5 +153,5 @@ def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
             Y=p.y, X=p.x, SPLIT=split, BLOCK=REDUCE_BLOCK,
             **compile_options({"num_warps": 4}))
 
-    return launch.LaunchSpec(conv_bwd_weight_kernel, grid, runtime, constexprs, ws,
+    return spec.LaunchSpec(conv_bwd_weight_kernel, grid, runtime, constexprs, ws,
                              finish=reduce if ws is not None else None)

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from convgen.directions import blocks_span_taps
-from convgen.kernels import launch
+from convgen.kernels import spec
 from convgen.kernels.common import mac, split3, tile_ids
 
 
@@ -95,10 +95,10 @@ def conv_fwd_kernel(
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
-def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+def launch_spec(p, tensors, out, cfg, meta) -> spec.LaunchSpec:
     m, n, _ = p.gemm
-    runtime = launch.tensor_args(p, tensors, out)
-    constexprs = {**launch.geometry(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta,
+    runtime = spec.tensor_args(p, tensors, out)
+    constexprs = {**spec.geometry_args(p, "Y", "X", "SH", "SW", "DH", "DW"), **meta,
                   "FLAT_R": blocks_span_taps(p)}
     grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n), p.g)
-    return launch.LaunchSpec(conv_fwd_kernel, grid, runtime, constexprs)
+    return spec.LaunchSpec(conv_fwd_kernel, grid, runtime, constexprs)

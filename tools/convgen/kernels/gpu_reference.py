@@ -25,6 +25,7 @@ import triton.language as tl
 
 # imported for its side effect: TRITON_DEFAULT_FP_FUSION set before any compile (acc += a*b is one FMA)
 from convgen import backend  # noqa: F401  (sets TRITON_DEFAULT_FP_FUSION)
+from convgen import depth
 from convgen.problem import LOGICAL, ConvProblem
 
 GPU_BLOCK = 256
@@ -227,8 +228,6 @@ def gpu_reference(problem: ConvProblem, tensors: dict[str, torch.Tensor], out: t
                   *, block: int | None = None, parts: int | None = None) -> None:
     """Write `problem.writes` into `out` (logical-order view; fp32, or int32 for i8) on the inputs' device."""
     if problem.is_3d:   # one 2-D pass per filter depth tap (depth.py)
-        from convgen import depth
-
         def tap(q, tq, z):
             part, _ = depth.slice_out(q, out.dtype, out.device)
             gpu_reference(q, tq, part, block=block, parts=parts)

@@ -1,10 +1,12 @@
-"""Launch the conv kernel of a problem's direction: the arguments every kernel shares, and
-the one launch call.
+"""Launch the conv kernel of a problem: pick the kernel variant a config asks for, build its
+LaunchSpec (kernel, grid, arguments, workspace, launches before and after), and make the call.
 
-Each direction's kernel module (named by its row in directions.py) has a
-`launch_spec(problem, tensors, out, cfg, meta)` that returns a LaunchSpec: the kernel,
-its grid and arguments, and any workspace and second launch (bwd_weight's split-K
-reduction). The helpers here build the arguments that are the same in every kernel.
+A config runs one of three variants (`variant`): the pointer kernel of the problem's
+direction (the module its row in directions.py names: conv_fwd.py, conv_bwd_data.py,
+conv_bwd_weight.py), the descriptor kernels of tma.py, or a strided problem folded into a
+stride-1 one (s2d.py), whose inner problem takes either of the others. Each builds its
+LaunchSpec from the shared helpers of spec.py. Also here: the digest of the source a
+direction's kernels are built from, which the tuning data is keyed on.
 """
 from __future__ import annotations
 
@@ -12,75 +14,14 @@ import functools
 import hashlib
 import importlib
 import inspect
-from dataclasses import dataclass
 from typing import Callable
 
-from convgen import backend as backends
+from convgen import depth
 from convgen.backend import Backend
+from convgen.kernels import common, geometry, s2d, tma
 from convgen.kernels.config import KernelConfig
-from convgen.problem import LOGICAL, ConvProblem
-
-_STRIDE_PREFIX = {"input": "sx_", "filter": "sw_", "output": "sy_"}
-# kernel argument -> problem attribute
-_SIZES = {"N": "n", "C": "c", "K": "k", "HI": "hi", "WI": "wi", "HO": "ho", "WO": "wo",
-          "PH": "pad_h_l", "PW": "pad_w_l"}
-_GEOMETRY = {"Y": "y", "X": "x", "SH": "stride_h", "SW": "stride_w", "DH": "dil_h", "DW": "dil_w"}
-
-
-@dataclass
-class LaunchSpec:
-    kernel: object
-    grid: tuple
-    runtime: dict                  # runtime arguments by parameter name
-    constexprs: dict
-    workspace: object = None       # torch tensors the launches write, kept alive with the spec
-    finish: Callable | None = None  # launches after the kernel, given Backend.compile_options
-    start: Callable | None = None   # launches before it (kernels/s2d.py: the folded inputs)
-
-
-def sizes(p: ConvProblem, *names: str) -> dict:
-    return {name: getattr(p, _SIZES[name]) for name in names}
-
-
-def tensor_args(p: ConvProblem, tensors: dict, out) -> dict:
-    """x_ptr, w_ptr, y_ptr (input, filter, output, whichever is written), the sizes per
-    group and every stride: the runtime arguments all three conv kernels start with."""
-    full = {**tensors, p.writes: out}
-    return {"x_ptr": full["input"], "w_ptr": full["filter"], "y_ptr": full["output"],
-            **sizes(p, *_SIZES), **strides(full)}
-
-
-def one_group(t, letters: str, dims: str):
-    """Logical view t (its letters, g among them) of a one-group problem without its g
-    dimension, its dims in the order `dims` (e.g. "nhwc"): how the descriptor kernels and
-    the folded problems (kernels/tma.py, kernels/s2d.py) see a tensor."""
-    v = t[:, 0] if letters[1] == "g" else t[0]
-    rest = letters.replace("g", "")
-    return v.permute(*(rest.index(d) for d in dims))
-
-
-# programs of a persistent launch where the device cannot say: the interpreter (a few, so
-# each program loops over several tiles) and cross-compiles on meta tensors (an H100's SMs)
-_UNITS_ELSEWHERE = {"cpu": 3, "meta": backends.DEVICE_UNITS["NVIDIA H100 80GB HBM3"]}
-
-
-def units(device) -> int:
-    """SMs (CUs on ROCm) of a tensor's device: a persistent launch runs one program on each."""
-    if device.type == "cuda":
-        return backends.gpu_units(device.index if device.index is not None else 0)
-    return _UNITS_ELSEWHERE.get(device.type, _UNITS_ELSEWHERE["meta"])
-
-
-def geometry(p: ConvProblem, *names: str) -> dict:
-    return {name: getattr(p, _GEOMETRY[name]) for name in names}
-
-
-def strides(full: dict) -> dict:
-    """sx_n ... sy_w: the five strides of each logical view (logical letters: problem.LOGICAL)."""
-    out = {}
-    for name, t in full.items():
-        out.update({_STRIDE_PREFIX[name] + d: s for d, s in zip(LOGICAL[name], t.stride())})
-    return out
+from convgen.kernels.spec import LaunchSpec
+from convgen.problem import ConvProblem
 
 
 def max_imprecise(cfg: KernelConfig) -> int | None:
@@ -103,16 +44,34 @@ def meta(p: ConvProblem, cfg: KernelConfig, use_dot: bool, interpreter: bool,
                 GROUP_M=cfg.group_m)
 
 
-def launch_spec(p: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
-                interpreter: bool, input_precision: str = "ieee") -> LaunchSpec:
-    if cfg.s2d:
-        from convgen.kernels import s2d
-        return s2d.launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision)
-    if cfg.tma:
-        from convgen.kernels import tma
-        return tma.launch_spec(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter, input_precision))
+def variant(cfg: KernelConfig) -> str:
+    """Which kernel variant a config runs: "s2d" (folded, kernels/s2d.py), "tma" (the
+    descriptor kernels, kernels/tma.py) or "pointer" (the direction's own module)."""
+    return "s2d" if cfg.s2d else "tma" if cfg.tma else "pointer"
+
+
+def _pointer(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> LaunchSpec:
     build = p.direction.load("kernel")
     return build(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter, input_precision))
+
+
+def _descriptor(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> LaunchSpec:
+    return tma.launch_spec(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter, input_precision))
+
+
+def _folded(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> LaunchSpec:
+    return s2d.launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision,
+                           launch_spec)
+
+
+# variant -> its launch; each direction's kernel within a variant comes from its row in
+# directions.py (pointer) or tma._SPECS (descriptor)
+VARIANTS = {"pointer": _pointer, "tma": _descriptor, "s2d": _folded}
+
+
+def launch_spec(p: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
+                interpreter: bool, input_precision: str = "ieee") -> LaunchSpec:
+    return VARIANTS[variant(cfg)](p, tensors, out, cfg, use_dot, interpreter, input_precision)
 
 
 def prepare(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
@@ -143,7 +102,6 @@ def _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision, g
     output's (`guard`, when the caller checks one)."""
     import torch
 
-    from convgen import depth
     wide = torch.int32 if problem.dtype.is_int else torch.float32
 
     def tap(q, tq, z):
@@ -189,19 +147,18 @@ def triton_failure(e: BaseException) -> str | None:
 def kernel_digest(direction) -> str:
     """A short digest of the source a direction's kernels are built from: its module, the
     shared pieces in kernels/common.py, the folded problems of kernels/s2d.py, the box
-    shapes and pixel grids of config.py, and of kernels/tma.py (the descriptor kernels of
+    shapes and pixel grids of geometry.py, and of kernels/tma.py (the descriptor kernels of
     all three directions) what the direction's launch reaches (`reached`). The tuning
     database keys times on it, so a kernel change never selects a config timed on the old
     code, and an edit of one direction's descriptor kernel leaves the others' keys alone."""
-    from convgen.kernels import common, config, s2d
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
     for path in (module.__file__, common.__file__, s2d.__file__):
         with open(path, "rb") as f:
             h.update(f.read())
-    # the descriptor kernels' box shapes are chosen in config.py, with the rest of the rule
-    for fn in (config.pixel_box, config.pixel_boxes, config.flat_pixels, config.pixel_grid,
-               config.strided_view, config.phase_view):
+    # the descriptor kernels' box shapes (geometry.py)
+    for fn in (geometry.pixel_box, geometry.pixel_boxes, geometry.flat_pixels, geometry.pixel_grid,
+               geometry.strided_view, geometry.phase_view):
         h.update(inspect.getsource(fn).encode())
     for piece in descriptor_pieces(direction.name):
         h.update(piece.encode())
@@ -211,7 +168,6 @@ def kernel_digest(direction) -> str:
 def descriptor_pieces(direction: str) -> list[str]:
     """What of kernels/tma.py a direction's descriptor launch reaches (`reached`): the
     dispatch and the context every spec starts from, then the direction's own spec."""
-    from convgen.kernels import tma
     return reached(tma, "launch_spec", "_Launch", tma._SPECS[direction].__name__,
                    skip=("_SPECS",))
 

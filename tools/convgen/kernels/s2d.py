@@ -38,7 +38,8 @@ import triton.language as tl
 
 from convgen.directions import MIN_CHANNEL_BLOCK
 from convgen.kernels.common import split3
-from convgen.problem import MAX_ELEMENTS
+from convgen.kernels.spec import one_group
+from convgen.problem import LOGICAL, MAX_ELEMENTS
 
 COPY_BLOCK = 1024
 
@@ -93,7 +94,7 @@ def unsupported(p, mode: int) -> str | None:
         return f"dilation {p.dil_h}x{p.dil_w}: the taps of a block must be neighbours"
     if p.g != 1:
         return f"{p.g} groups: one group only"
-    if mode == 2 and p.direction.name == "bwd_data":
+    if mode == 2 and not p.direction.fold_columns:
         return ("bwd_data cannot fold the filter's columns: its output would be a view whose "
                 "columns overlap (s2d=1 can)")
     f = fold(p, mode)
@@ -187,13 +188,12 @@ def _from_depth(src, dst, f: Fold, off_h: int, off_w: int, options):
         SH=f.h.s, SW=f.w.s, BLOCK=COPY_BLOCK, **options)
 
 
-def launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision):
+def launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision, inner_spec):
     """The stride-1 kernel of the folded problem, with the copies into and out of the
-    folded tensors as its first and last launches."""
+    folded tensors as its first and last launches. `inner_spec` builds the folded
+    problem's own launch (launch.launch_spec, passed in: the folded problem takes any
+    kernel the dispatch knows)."""
     import torch
-
-    from convgen.kernels import launch
-    from convgen.problem import LOGICAL
 
     mode = cfg.s2d
     f = fold(p, mode)
@@ -201,8 +201,8 @@ def launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision):
     name = p.direction.name
     full = {**tensors, p.writes: out}
     dev = out.device
-    x = launch.one_group(full["input"], LOGICAL["input"], "nhwc")
-    w = launch.one_group(full["filter"], LOGICAL["filter"], "kyxc")
+    x = one_group(full["input"], LOGICAL["input"], "nhwc")
+    w = one_group(full["filter"], LOGICAL["filter"], "kyxc")
     starts, finishes = [], []
     folded = {}
 
@@ -234,8 +234,8 @@ def launch_spec(p, tensors, out, cfg, use_dot, interpreter, input_precision):
     folded.setdefault("output", full["output"])
 
     inner_tensors = {t: folded[t] for t in p.reads}
-    spec = launch.launch_spec(inner, inner_tensors, folded[p.writes], replace(cfg, s2d=None),
-                              use_dot, interpreter, input_precision)
+    spec = inner_spec(inner, inner_tensors, folded[p.writes], replace(cfg, s2d=None),
+                      use_dot, interpreter, input_precision)
     copy = {"num_warps": 4}
     inner_finish = spec.finish
 

@@ -2,9 +2,9 @@
 group, channels innermost.
 
 The three directions as implicit GEMMs (directions.py), with the pixels of a tile taken
-as a box, BI images x BH rows x BW columns (`config.pixel_box`), instead of a run of flat
+as a box, BI images x BH rows x BW columns (`geometry.pixel_box`), instead of a run of flat
 pixel indices (a 1x1 stride-1 unpadded problem, whose pixels meet no neighbour, takes its
-n*h*w pixels as BI-long runs: `config.flat_pixels`). For stride 1 the input pixels that one filter tap meets are then the same
+n*h*w pixels as BI-long runs: `geometry.flat_pixels`). For stride 1 the input pixels that one filter tap meets are then the same
 box shifted by the tap's offset (a 1x1 filter with a stride and no padding reads a
 strided view of the input instead: fwd and bwd_weight), so each reduction step is one box
 load of the input (or output gradient) and one of the filter, through tensor descriptors.
@@ -14,7 +14,7 @@ boxes of one phase, and each phase has its own taps. fwd with a stride takes one
 descriptor over all phases at once, (n, i, a, j, b*C + c) for input row SH*i + a and
 column SW*j + b, so each tap's pixels are one box of it and the loop stays one loop over
 (tap, channel block); bwd_weight takes the same view where the stride divides the
-input's rows and columns (`config.phase_view`), else four phase views, each tap reading
+input's rows and columns (`geometry.phase_view`), else four phase views, each tap reading
 boxes of one. (Four phase descriptors summed in four pipelined loops in a row compiled
 into wrong results on the H100 with Triton 3.6 for 128-row tiles, though the interpreter
 agreed; four loops behind a branch each kept their own pipeline buffers; docs/traps.md.)
@@ -32,7 +32,7 @@ conv_bwd_weight.py, whose fp32 sums split_sum_kernel adds in part order, or (`st
 shared out as stream-K, every (tile, box) step in a row and an equal run of it per
 program, a tile that programs share summed by the last of them. fwd may share out the
 tiles left after its last whole wave the same way (`tail`: conv_fwd_tail_kernel). Where this path
-cannot go, `config.tma_unsupported` says why and config.validate refuses `tma=1`. Triton
+cannot go, `geometry.tma_unsupported` says why and config.validate refuses `tma=1`. Triton
 lowers descriptors to TMA copies on sm90+; the interpreter emulates them (CI tests them).
 """
 from __future__ import annotations
@@ -42,15 +42,15 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
+from convgen import backend as backends
 from convgen.errors import ConvgenError
-from convgen.kernels import launch
-from convgen.kernels.config import (cdiv, flat_pixels, phase_view, pixel_box, pixel_boxes, pixel_grid,
-                                    strided_view)
+from convgen.kernels import spec
 from convgen.kernels.common import mac, tile_ids
+from convgen.kernels.geometry import (bwd_weight_parts, cdiv, flat_pixels, phase_view, pixel_box,
+                                      pixel_grid, streamk_steps, strided_view, tail_programs)
 from convgen.problem import LOGICAL
 
 SUM_BLOCK = 1024
-MAX_PHASE_STRIDE = 2   # four phase views at most: the kernels take four descriptors
 
 
 @triton.jit
@@ -429,7 +429,7 @@ def _wgmma_wait(ON: tl.constexpr):
     leaves a step's wgmma groups in flight at the loop's back edge, and the ptxas it ships
     (CUDA 12.8) then loads the next step's operand into the registers they still read: whole
     16-row bands of a tile came out wrong, a different number each run, on the H100
-    (docs/traps.md; kernels/wgmma_hazard.py finds it in the SASS). Waiting here made a
+    (docs/traps.md; convaudit/wgmma_hazard.py finds it in the SASS). Waiting here made a
     config 0-9% slower (docs/data/bwd-weight-wgmma-wait-h100.log)."""
     if ON:
         tl.inline_asm_elementwise("wgmma.wait_group.sync.aligned 0;", "=r", [], dtype=tl.int32,
@@ -622,8 +622,8 @@ def _descriptor(t, dims: str, letters: str, block: list, step: tuple = (1, 1), s
     """A descriptor over logical view t (letters) with its dims in the order `dims`; `step`
     keeps every step-th row and column from row and column `start` (a strided 1x1
     filter's input: the pixels it reads; a phase view); `flat` takes its pixels as one run
-    of n*h*w (config.flat_pixels, whose layouts make that a view)."""
-    v = launch.one_group(t, letters, dims)[:, start[0]::step[0], start[1]::step[1]]
+    of n*h*w (geometry.flat_pixels, whose layouts make that a view)."""
+    v = spec.one_group(t, letters, dims)[:, start[0]::step[0], start[1]::step[1]]
     if flat:
         v = v.view(-1, 1, 1, v.shape[-1])
     if v.data_ptr() % 16:
@@ -648,9 +648,9 @@ def _phase_descriptor(t, letters: str, block: list, step: tuple):
     """A strided input as one descriptor over (n, i, a, j, b*C + c), input row SH*i + a
     and column SW*j + b: a tap's pixels are one box of one phase (a, b), and the columns'
     phase joins the channels (a row of SW*C is contiguous). Needs rows and columns that
-    are multiples of the stride (config.phase_view); fwd also channel blocks that divide C
+    are multiples of the stride (geometry.phase_view); fwd also channel blocks that divide C
     (its reduction runs over them; bwd_weight's channels are the tile's columns)."""
-    v = launch.one_group(t, letters, "nhwc")
+    v = spec.one_group(t, letters, "nhwc")
     n, h, w, c = v.shape
     sn, sh, sw, sc = v.stride()
     if sc != 1 or (sw != c and w > 1) or v.data_ptr() % 16:
@@ -665,7 +665,7 @@ def _filter_rows(w, letters: str, block: list):
     """A descriptor over the filter as (k, y*x*c) (swap_ab), which must be its memory:
     config.swap_ab_refused asks for a k, y, x, c layout; a filter laid out so yet not dense
     (a view another caller made) is refused here."""
-    v = launch.one_group(w, letters, "kyxc")
+    v = spec.one_group(w, letters, "kyxc")
     k, y, x, c = v.shape
     dense = all(s == want for s, want, d in zip(v.stride(), (y * x * c, x * c, c, 1), v.shape)
                 if d > 1)
@@ -686,15 +686,8 @@ def _persistent(grid: tuple, cfg, out) -> tuple[tuple, dict]:
     stores each tile in two halves of its columns (HALVES)."""
     if not cfg.persistent:
         return grid, {}
-    sms = launch.units(out.device)
+    sms = spec.units(out.device)
     return (min(sms, grid[0]),), {"NUM_SMS": sms, "HALVES": cfg.persistent}
-
-
-def bwd_weight_parts(p, cfg) -> tuple[int, int]:
-    """(parts, boxes per part) of bwd_weight's reduction over output-pixel boxes."""
-    boxes = pixel_boxes(p, cfg.block_k)
-    per = cdiv(boxes, min(cfg.split, boxes))
-    return cdiv(boxes, per), per
 
 
 @dataclass(frozen=True)
@@ -711,8 +704,8 @@ class _Launch:
     geo: dict
     step: tuple       # the stride (rows, columns)
     phased: bool      # the input (gradient) taken as phase views
-    flat: bool        # the pixels as one run of n*h*w (config.flat_pixels)
-    grid: tuple       # the output's pixels as the boxes tile them (config.pixel_grid)
+    flat: bool        # the pixels as one run of n*h*w (geometry.flat_pixels)
+    grid: tuple       # the output's pixels as the boxes tile them (geometry.pixel_grid)
 
     @classmethod
     def of(cls, p, tensors, out, cfg, meta) -> "_Launch":
@@ -721,10 +714,10 @@ class _Launch:
         # of the input, whose pixels then map one to one onto the output's (fwd,
         # bwd_weight); any other stride takes the input (gradient) as phase views (one per
         # remainder (a, b), or one over them all: fwd, and bwd_weight where
-        # config.phase_view)
+        # geometry.phase_view)
         step = (p.stride_h, p.stride_w)
         return cls(p, cfg, out, full["input"], full["filter"], full["output"],
-                   {**launch.geometry(p, "Y", "X", "DH", "DW"), **meta}, step,
+                   {**spec.geometry_args(p, "Y", "X", "DH", "DW"), **meta}, step,
                    step != (1, 1) and not strided_view(p), flat_pixels(p), pixel_grid(p))
 
     @property
@@ -742,7 +735,7 @@ class _Launch:
         return dict(zip(("x_desc", "x_desc1", "x_desc2", "x_desc3"), views))
 
 
-def launch_spec(p, tensors, out, cfg, meta) -> launch.LaunchSpec:
+def launch_spec(p, tensors, out, cfg, meta) -> spec.LaunchSpec:
     """The descriptor kernels' launch of problem p: its direction's spec (_SPECS). Each
     direction's tuning rows are keyed on the source that spec reaches (launch.kernel_digest),
     so this dispatch holds nothing else."""
@@ -758,7 +751,7 @@ def _filter_desc(c: _Launch, rows: int, cols: int) -> tuple:
     return _descriptor(c.w, "kyxc", LOGICAL["filter"], [rows, 1, 1, cols]), {}
 
 
-def _fwd_spec(c: _Launch) -> launch.LaunchSpec:
+def _fwd_spec(c: _Launch) -> spec.LaunchSpec:
     p, cfg, L = c.p, c.cfg, LOGICAL
     n, ho, wo = c.grid
     bi, bh, bw = pixel_box(n, ho, wo, cfg.block_m)
@@ -773,14 +766,14 @@ def _fwd_spec(c: _Launch) -> launch.LaunchSpec:
     constexprs = {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides, **swap}
     if cfg.tail:
         programs, full, ws, counts = _tail_buffers(cfg, tiles, c.out)
-        return launch.LaunchSpec(conv_fwd_tail_kernel, (programs,),
+        return spec.LaunchSpec(conv_fwd_tail_kernel, (programs,),
                                  {**runtime, "ws_ptr": ws, "count_ptr": counts, "FULL": full},
                                  {**constexprs, "TAIL": cfg.tail}, (ws, counts))
     grid, persist = _persistent((tiles,), cfg, c.out)
-    return launch.LaunchSpec(conv_fwd_tma_kernel, grid, runtime, {**constexprs, **persist})
+    return spec.LaunchSpec(conv_fwd_tma_kernel, grid, runtime, {**constexprs, **persist})
 
 
-def _bwd_data_spec(c: _Launch) -> launch.LaunchSpec:
+def _bwd_data_spec(c: _Launch) -> spec.LaunchSpec:
     p, cfg, L, step = c.p, c.cfg, LOGICAL, c.step
     # tiles of the input gradient's pixels (of each phase view: grid axis 1); flat, the
     # output's grid is the input's
@@ -797,12 +790,12 @@ def _bwd_data_spec(c: _Launch) -> launch.LaunchSpec:
     if c.phased:
         grid += (step[0] * step[1],)
     grid, persist = _persistent(grid, cfg, c.out)
-    return launch.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
+    return spec.LaunchSpec(conv_bwd_data_tma_kernel, grid, runtime,
                              {**c.geo, "BI": bi, "BH": bh, "BW": bw, **c.strides, **persist,
                               **swap})
 
 
-def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
+def _bwd_weight_spec(c: _Launch) -> spec.LaunchSpec:
     import torch
     p, cfg, L, out = c.p, c.cfg, LOGICAL, c.out
     n, ho, wo = c.grid
@@ -828,7 +821,7 @@ def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
                   "BI": bi, "BH": bh, "BW": bw, **strides, "WGMMA_WAIT": wgmma_waits(out)}
     if cfg.streamk:
         programs, steps, ws, counts = _streamk_buffers(p, cfg, out)
-        return launch.LaunchSpec(conv_bwd_weight_streamk_kernel, (programs,),
+        return spec.LaunchSpec(conv_bwd_weight_streamk_kernel, (programs,),
                                  {**runtime, "ws_ptr": ws, "count_ptr": counts, "STEPS": steps},
                                  constexprs, (ws, counts))
     split, per = bwd_weight_parts(p, cfg)
@@ -844,38 +837,19 @@ def _bwd_weight_spec(c: _Launch) -> launch.LaunchSpec:
             ws, out, p.k, p.c, sw["k"], sw["c"], sw["y"], sw["x"],
             Y=p.y, X=p.x, SPLIT=split, BLOCK=SUM_BLOCK, **compile_options({"num_warps": 4}))
 
-    return launch.LaunchSpec(conv_bwd_weight_tma_kernel, grid, runtime, constexprs, ws,
+    return spec.LaunchSpec(conv_bwd_weight_tma_kernel, grid, runtime, constexprs, ws,
                              finish=reduce if ws is not None else None)
 
 
 def wgmma_waits(t) -> bool:
     """Whether the bwd_weight kernels writing tensor t wait for their wgmma each step
-    (_wgmma_wait): on an sm90 GPU, and in a cross-compile for sm90 (isa.compile_problem,
+    (_wgmma_wait): on an sm90 GPU, and in a cross-compile for sm90 (convaudit.isa.compile_problem,
     whose tensors, and those kernels/s2d.py makes from them, are meta tensors)."""
     import torch
     if t.device.type == "meta":
-        from convgen.kernels import isa
-        return isa.compiling_for() == "sm90"
+        return backends.cross_target() == "sm90"
     return (t.device.type == "cuda" and torch.version.hip is None
             and torch.cuda.get_device_capability(t.device) == (9, 0))
-
-
-def streamk_steps(p, cfg, units: int) -> tuple[int, int, int, int]:
-    """(programs, steps per program, tiles, steps per tile) of bwd_weight's stream-K launch
-    on a device of `units` SMs: cfg.streamk programs per SM share the tiles' reduction steps
-    (boxes of output pixels)."""
-    tiles = cdiv(p.k, cfg.block_m) * cdiv(p.c, cfg.block_n) * p.y * p.x
-    tile_steps = pixel_boxes(p, cfg.block_k)
-    work = tiles * tile_steps
-    steps = cdiv(work, min(work, cfg.streamk * units))
-    return cdiv(work, steps), steps, tiles, tile_steps
-
-
-def tail_programs(cfg, tiles: int, units: int) -> tuple[int, int]:
-    """(programs, whole-tile programs) of a `tail` launch on a device of `units` SMs: the
-    tiles that fill whole waves of one program per SM, then cfg.tail programs per tile left."""
-    full = tiles // units * units
-    return full + (tiles - full) * cfg.tail, full
 
 
 def _tail_buffers(cfg, tiles: int, out) -> tuple[int, int, object, object]:
@@ -883,7 +857,7 @@ def _tail_buffers(cfg, tiles: int, out) -> tuple[int, int, object, object]:
     parts of each tile left over, and a count per such tile, zero and left zero by every
     launch."""
     import torch
-    programs, full = tail_programs(cfg, tiles, launch.units(out.device))
+    programs, full = tail_programs(cfg, tiles, spec.units(out.device))
     shared = max(1, tiles - full)
     ws = torch.empty((shared * cfg.tail * cfg.block_m * cfg.block_n,), dtype=torch.float32,
                      device=out.device)
@@ -895,7 +869,7 @@ def _streamk_buffers(p, cfg, out) -> tuple[int, int, object, object]:
     """(programs, steps per program, workspace, counts) of a stream-K launch: two fp32
     partial tiles per program; a count per tile, zero, and left zero by every launch."""
     import torch
-    programs, steps, tiles, _ = streamk_steps(p, cfg, launch.units(out.device))
+    programs, steps, tiles, _ = streamk_steps(p, cfg, spec.units(out.device))
     ws = torch.empty((programs * 2 * cfg.block_m * cfg.block_n,), dtype=torch.float32, device=out.device)
     counts = torch.zeros((tiles,), dtype=torch.int32, device=out.device)
     return programs, steps, ws, counts

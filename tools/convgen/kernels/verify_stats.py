@@ -31,9 +31,10 @@ import torch
 import triton
 import triton.language as tl
 
-from convgen.verify import EPS_EDGES as _EPS, REL_EDGES as _REL
+from convgen.tolerance import EPS_EDGES as _EPS
+from convgen.tolerance import REL_EDGES as _REL
 
-REL_EDGES = len(_REL)   # bucket edges of the two histograms (verify.py holds the values)
+REL_EDGES = len(_REL)   # bucket edges of the two histograms (tolerance.py holds the values)
 EPS_EDGES = len(_EPS)
 # Predicates counted per program, in this order (10-bit fields, three per int32 word):
 #   d > 0 (not exact), ulps >= each EPS edge, |val| > floor (in relDiff_old),

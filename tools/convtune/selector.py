@@ -38,10 +38,17 @@ import os
 import time
 from collections import defaultdict
 
-from convgen import REPO_ROOT
-from convgen.backend import DEVICE_UNITS, UNIT_LIMITS
+from convgen import REPO_ROOT, report
+from convgen.backend import DEVICE_UNITS, UNIT_LIMITS, Backend
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
+from convgen.kernels import config as kconfig
+from convgen.kernels import geometry, s2d
+from convgen.kernels.geometry import streamk_steps, tail_programs
+from convtune import lgbm_c
+from convtune import space as tuning_space
+from convtune.tuning_db import (GRAPH_TIMED_SINCE, PER_LAUNCH_TRUSTED_MS, SEARCHED_ALL, TuningDB,
+                                problem_from_key, why_none)
 
 SCHEMA_NAME = "convgen-selector"
 SCHEMA_VERSION = 4   # 4: one ranking model, a speed model per direction; 3: both per direction
@@ -203,7 +210,6 @@ def problem_features(p) -> list[float]:
 def _kernel_problem(p, cfg):
     if not cfg.s2d:
         return p
-    from convgen.kernels import s2d
     return s2d.inner_problem(p, cfg.s2d)
 
 
@@ -227,7 +233,6 @@ class _KernelFacts:
         if q.overlapping_input:
             # s2d=2 reads the folded input through a view whose columns overlap: its
             # column stride is the fold's channels per step, not the dense q's
-            from convgen.kernels import s2d
             self.unaligned = self.unaligned or s2d.fold(p, 2).c % 16 != 0
         self.flops = p.flops
         self.log_flops = math.log2(p.flops / 1)   # of one launch (log_flops_per_launch)
@@ -240,20 +245,16 @@ class _KernelFacts:
             return 1
         key = (cfg.tma, cfg.block_k, cfg.split)
         if key not in self._parts:
-            if cfg.tma:
-                from convgen.kernels.tma import bwd_weight_parts as rule
-            else:
-                from convgen.kernels.conv_bwd_weight import parts as rule
+            rule = geometry.bwd_weight_parts if cfg.tma else geometry.split_parts
             self._parts[key] = rule(self.q, cfg)[0]
         return self._parts[key]
 
 
 def streamk_partials(q, cfg, units: int) -> tuple[int, int]:
     """(programs, pieces summed through fp32 partial tiles) of bwd_weight's stream-K launch
-    (tma.streamk_steps): every program boundary inside a tile cuts one more piece, which
+    (geometry.streamk_steps): every program boundary inside a tile cuts one more piece, which
     is written to the workspace and read back (tma._streamk_share). H100, 3x3 512->512 at
     7x7, batch 32, 256x128 tiles: 108 pieces, 28 MB, where the problem's tensors hold 8."""
-    from convgen.kernels.tma import streamk_steps
     programs, per, _, tile_steps = streamk_steps(q, cfg, units)
     # the boundaries i * per (0 < i < programs) that fall on a tile's edge cut nothing
     return programs, programs - 1 - (programs - 1) // (tile_steps // math.gcd(per, tile_steps))
@@ -301,7 +302,6 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
     # stream-K gives every program an equal share: no last wave part empty
     wave_fill = 1.0 if cfg.streamk else work / (math.ceil(waves) * units)
     if cfg.tail:
-        from convgen.kernels.tma import tail_programs
         programs, full = tail_programs(cfg, work, units)
         partial = programs - work   # each leftover tile's parts past its first
         # the leftover tiles' parts take 1/tail of a wave each
@@ -416,8 +416,7 @@ class Problem:
         the ones it has dropped since, such as configs that need more shared memory than a
         GPU has; those still set the best), or all where it holds none. Worked out once:
         every cross-validation asks it of every problem it holds out."""
-        from convgen.kernels import config as kconfig
-        space = {c.describe() for c in kconfig.space(self.problem, _backend_for(self.device.arch))}
+        space = {c.describe() for c in tuning_space.configs(self.problem, _backend_for(self.device.arch))}
         return ([i for i, c in enumerate(self.configs) if c.describe() in space]
                 or list(range(len(self.configs))))
 
@@ -443,7 +442,6 @@ GROUPINGS = {"shape": lambda p: p.shape, "layer": lambda p: p.layer}
 
 def _backend_for(arch: str):
     """The Backend the rules of kernels/config.py see for a database's arch (no device needed)."""
-    from convgen.backend import Backend
     return Backend("hip" if arch.startswith("gfx") else "cuda", arch, 64 if arch.startswith("gfx") else 32)
 
 
@@ -465,13 +463,11 @@ def offline_backend(arch: str, device: str):
 def _drop_host_timed(by_config: dict, space) -> None:
     """One problem's configs are compared with each other. Where its retime is complete
     (every config of today's space, `space()`'s texts, that held a per-launch time under
-    tune.PER_LAUNCH_TRUSTED_MS has a graph time), the per-launch times under that bound
+    tuning_db.PER_LAUNCH_TRUSTED_MS has a graph time), the per-launch times under that bound
     left over go: configs of older spaces, which no retime reaches, would otherwise keep
     times several times too slow beside their neighbours' true ones (a 10 us bwd_weight
     split stored at 75 us). A problem with a few graph rows of another kind (fwd's `tail`
     configs) keeps its per-launch rows: they are the only times of its other configs."""
-    from convgen.tune import GRAPH_TIMED_SINCE, PER_LAUNCH_TRUSTED_MS
-
     def graph_timed(r) -> bool:   # an ok row's error says where capture failed
         return r["status"] == "ok" and r["measured_at"] >= GRAPH_TIMED_SINCE and not r["error"]
     if not any(graph_timed(r) for r in by_config.values()):
@@ -499,8 +495,6 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     its problem (after the problem counts as finished); the next tune of the problem
     checks it again. A problem whose tuning was stopped part way has only some configs
     measured: its best so far would judge a pick among a few, so it waits for the rest."""
-    from convgen.kernels import config as kconfig
-    from convgen.tuning_db import SEARCHED_ALL, TuningDB, problem_from_key, why_none
     if db_path is None:   # tuning_db.resolve found none
         raise ConvgenError(f"no tuning database: {why_none()} (give --db)", field="db")
     backend = _backend_for(arch)
@@ -520,7 +514,7 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     for full_key, by_config in sorted(grouped.items()):
         latest = latest_row[full_key]
         p = problem_from_key(latest)
-        space = functools.cache(lambda: [c.describe() for c in kconfig.space(p, backend)])
+        space = functools.cache(lambda: [c.describe() for c in tuning_space.configs(p, backend)])
         if full_key not in finished and not set(space()) <= set(by_config):
             continue
         for text in [t for t, r in by_config.items()
@@ -637,7 +631,6 @@ class Model:
         use (ImportError without lightgbm)."""
         key = (direction if kind == "speed" else None, kind)
         if key not in self._boosters:
-            from convgen import lgbm_c
             text = self.texts["speed"][direction] if kind == "speed" else self.texts["rank"]
             self._boosters[key] = lgbm_c.Booster(text)
         return self._boosters[key]
@@ -652,7 +645,6 @@ class Model:
 
     def save(self, path: str) -> None:
         """Written whole or not at all (report.write_json)."""
-        from convgen import report
         doc = {"schema": SCHEMA_NAME, "version": SCHEMA_VERSION, **self.meta,
                "features": list(FEATURE_NAMES), "models": self.texts}
         try:
@@ -680,7 +672,6 @@ class Model:
         if doc.get("features") != list(FEATURE_NAMES):
             raise damaged("it was trained on other features than this convgen computes "
                           "(convgen train-selector makes a new one)")
-        from convgen import lgbm_c
         texts = doc.get("models")
         speed = texts.get("speed") if isinstance(texts, dict) else None
         if (not isinstance(texts, dict) or set(texts) != set(MODEL_KINDS)
@@ -770,8 +761,7 @@ def load(path: str) -> Model:
 
 def choose(problem, backend, given: str | None = ""):
     """(config, predicted TFLOPS, model path), or (None, why not, None): the candidate of
-    the tuning space (kernels/config.space) the model ranks first."""
-    from convgen.kernels import config as kconfig
+    the tuning space (convtune/space.configs) the model ranks first."""
     model, path, why = model_for(problem, backend, given)
     if model is None:
         return None, why, None
@@ -780,7 +770,7 @@ def choose(problem, backend, given: str | None = ""):
         return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
                       "problems (it beat or tied the model in cross-validation)"), None
     import numpy as np
-    space = kconfig.space(problem, backend)
+    space = tuning_space.configs(problem, backend)
     x = np.asarray(feature_rows(problem, space, device_of(backend)),
                    dtype=np.float64)
     picked = pick_runnable(model, problem, backend, space, x)
@@ -818,11 +808,10 @@ def ranked(problem, backend, given: str | None = "") -> tuple[list, str]:
     asks for them, so what a run takes first (`convgen tune --top` measures the first
     few): choose()'s pick, or the rule's config in a family the model keeps the rule for;
     or ([], why none)."""
-    from convgen.kernels import config as kconfig
     model, path, why = model_for(problem, backend, given)
     if model is None:
         return [], why
-    space = kconfig.space(problem, backend)
+    space = tuning_space.configs(problem, backend)
     valid = {i for i, cfg in enumerate(space) if runs_here(cfg, problem, backend)}
     if not valid:
         return [], "no config of the tuning space runs here"
@@ -852,7 +841,6 @@ def pick_runnable(model: Model, problem, backend, space: list, x) -> tuple[int, 
 
 def runs_here(cfg, problem, backend) -> bool:
     """Whether kernels/config.validate accepts cfg for the problem on this backend."""
-    from convgen.kernels import config as kconfig
     try:
         kconfig.validate(cfg, problem, backend, True)
     except ConvgenError:
@@ -865,7 +853,6 @@ def short_chain(problem, cfg) -> bool:
     same bound for accuracy (a depthwise bwd_weight summed 802,816 products in one chain
     and failed the rel bit on the H100); the model, which learns speed only, picked such a
     config and its run failed."""
-    from convgen.kernels import config as kconfig
     return kconfig.longest_chain(problem, cfg) <= kconfig.MAX_CHAIN
 
 
@@ -873,7 +860,6 @@ def short_chains(problem, configs) -> list[int]:
     """The configs (indices) of short chains (short_chain), or all of them where none is.
     Each chain is worked out once per kconfig.chain_fields: the cross-validation times this
     as part of a selection."""
-    from convgen.kernels import config as kconfig
     short: dict = {}
     keep = []
     for i, cfg in enumerate(configs):
@@ -1042,7 +1028,6 @@ def _cross_validate(problems: list[Problem], folds: int, trees: int, inner: bool
     it), and each row's "source" is how the best config measured for the same problem on
     another device of `problems` does there (the last such device in sort order where
     there are several; None where there is none)."""
-    from convgen.kernels import config as kconfig
     judged = problems if test is None else test
     if test is not None:
         judged_on = {p.device for p in test}
@@ -1261,8 +1246,7 @@ def on_device(problems: list[Problem], name: str | None, what: str) -> list[Prob
 
 
 def main(command: str, args: dict) -> int:
-    """convgen train-selector / eval-selector (cli.parse_selector gives `args`)."""
-    from convgen import report
+    """convgen train-selector / eval-selector (convtune.commands.parse_selector gives `args`)."""
     # every path is checked before the work: a bad one costs nothing and leaves nothing
     out = args["out"] or os.path.join(MODELS_DIR, f"{args['arch']}.json")
     if command == "eval-selector" and args["json"]:
@@ -1366,7 +1350,7 @@ def main(command: str, args: dict) -> int:
 def features_markdown() -> str:
     """docs/selector-features.md (scripts/gen-docs): the feature table, from FEATURES."""
     out = ["# The selector's features", "",
-           "Generated from `tools/convgen/selector.py` (`FEATURES`) by `scripts/gen-docs`; "
+           "Generated from `tools/convtune/selector.py` (`FEATURES`) by `scripts/gen-docs`; "
            "docs/config-selection.md says how they are used. One row per (problem, config); "
            "the model's columns are in this order.", "",
            "| # | feature | meaning |", "| ---: | --- | --- |"]

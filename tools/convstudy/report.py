@@ -23,7 +23,9 @@ import statistics
 
 from convgen import REPO_ROOT
 from convgen.errors import ConvgenError
-from convgen.study import METRICS, RANGES
+from convgen.report import write_atomic
+from convstudy import study
+from convstudy.study import METRICS, RANGES
 
 STUDY_RANGES = ("r0", "r1", "r4", "r5")
 TABULATED = (("x2", "cpu"), ("x2", "gpu"), ("fma", "cpu"))
@@ -507,8 +509,6 @@ def _rel(data_dir: str, name: str, page_dir: str) -> str:
 
 def _write(path: str, text: str) -> None:
     """The whole file or none of it (report.write_atomic)."""
-    from convgen.report import write_atomic
-
     def write(tmp):
         with open(tmp, "w") as f:
             f.write(text)
@@ -557,10 +557,9 @@ DOC = os.path.join(REPO_ROOT, "docs", "fp16-study.md")
 REPORT_DIR = os.path.join(REPO_ROOT, "build", "fp16-study")   # not tracked (.gitignore: /build/)
 
 def main(v: dict) -> int:
-    """`convgen study-report`, from cli.parse_study_report's values."""
+    """`convgen study-report`, from convstudy.commands.parse_study_report's values."""
     import glob
 
-    from convgen import study
     if v.get("update_docs"):   # the tracked page and its plots: only when asked
         doc = v.get("doc", DOC)
         data_dir = v.get("data_dir", study.RESULTS_DIR)

@@ -1,6 +1,6 @@
 """`convgen tune`: search the kernel config space for problems and record what was measured.
 
-For each problem (a RunConfig built by the CLI): every config of `kernels.config.space`
+For each problem (a RunConfig built by the CLI): every config of `convtune.space.configs`
 (or, with `top`, the first few in the selector model's order: selector.ranked) not yet
 in the database is checked (an invalid one is recorded as such and never stops
 the run), compiled on all CPU cores at once, then timed on the GPU one at a time (median
@@ -26,17 +26,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from convgen import backend as backends
+from convgen import driver, inputs, report
 from convgen.errors import ConvgenError
+from convgen.kernels import config as kconfig
+from convgen.kernels.config import from_text
+from convgen.kernels.launch import launch_spec, prepare, triton_failure
 from convgen.options import RunConfig
-from convgen.tuning_db import SEARCHED_ALL, TuningDB, key_for
+from convtune import selector
+from convtune import space as tuning_space
+from convtune import tuning_db
+from convtune.tuning_db import SEARCHED_ALL, TuningDB, key_for
 
 CHECKS = 3   # how many of the fastest configs may fail the reference check before giving up
-# From this UTC time (a measured_at) tune times a CUDA graph of a config's launches (_time
-# says why); rows before it were timed per launch, and those under PER_LAUNCH_TRUSTED_MS
-# may hold the host's time, not the GPU's (--retime-before and --retime-under time them
-# again; selector._drop_host_timed leaves out those a finished retime left behind)
-GRAPH_TIMED_SINCE = "2026-11-25T00:00:00"
-PER_LAUNCH_TRUSTED_MS = 0.5
 
 
 @dataclasses.dataclass
@@ -71,7 +72,6 @@ def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
             raise ConvgenError("3-D problems are not tuned: they run the 2-D kernel of their "
                                "depth slices (depth.py), whose own 2-D problem may be tuned")
         if top:
-            from convgen import selector
             selector.model_for(c.problem, be, c.kernel.selector)   # a bad model file: an error
     results = []
     with TuningDB(db_path) as db:
@@ -87,9 +87,6 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
               retime_before=None, retime_under=None, top=None) -> TuneResult:
     from tqdm import tqdm
 
-    from convgen import inputs
-    from convgen.kernels import config as kconfig
-    from convgen.kernels.launch import launch_spec, prepare, triton_failure
 
     t_start = time.perf_counter()
     p = config.problem
@@ -263,9 +260,7 @@ def _searched(config: RunConfig, be, top, max_configs) -> tuple[list, str, str]:
     """(the configs to measure, what the best will be the fastest of, a note): the space;
     the `top` the selector ranks first (the whole space, and the note says why, where no
     model ranks the problem); or the space's first `max_configs`."""
-    from convgen import selector
-    from convgen.kernels import config as kconfig
-    space = kconfig.space(config.problem, be)
+    space = tuning_space.configs(config.problem, be)
     if top:
         ranked, model = selector.ranked(config.problem, be, config.kernel.selector)
         if not ranked:
@@ -283,8 +278,6 @@ def _choose_best(config: RunConfig, db, key: dict, be, result: TuneResult,
     first that passes becomes the best. A search of a few (`among`: their texts) chooses
     among them alone, so that its best is what `searched` says (rows of an earlier
     search of others stay out)."""
-    from convgen import driver, report
-    from convgen.kernels.config import from_text
     ok = sorted(((ms, cfg) for cfg, (status, ms, _) in db.measured(key).items()
                  if status == "ok" and (among is None or cfg in among)))
     validator = "cpu" if be.interpreter else "gpu"
@@ -332,7 +325,6 @@ def _short(p) -> str:
 def report_problem(r: TuneResult) -> None:
     """One line for a problem as it finishes (a problem with no valid config is reported,
     not an error: the database says why for each config)."""
-    from convgen import report
     best = f"best {r.best_ms:.3f} ms {r.best}" if r.best else r.note
     if r.best and r.searched != SEARCHED_ALL:
         best += f" (of {r.searched})"
@@ -342,7 +334,6 @@ def report_problem(r: TuneResult) -> None:
 
 def report_tuning(results: list[TuneResult], db_path: str) -> int:
     """The total, and where the rows go from there; exit 0."""
-    from convgen import report, tuning_db
     report.say(f"convgen tune: {len(results)} problem(s) in {db_path}")
     if db_path == tuning_db.store_path():
         report.say("convgen tune: `convgen tuning-export` writes what this added to the local "

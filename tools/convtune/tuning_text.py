@@ -62,6 +62,40 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "device"
 
 
+# Kernel sources known to be the same kernels under another digest (launch.kernel_digest
+# hashes whole kernel modules, so moving code between modules changes it without changing
+# what runs): one line per direction and change, "direction digest same-as why", read by
+# best_near, so tuned entries follow kernels that did not change. A line goes in only with
+# the proof its `why` names (the Triton functions' source unchanged, the suite's bits equal).
+SAME_KERNELS = "same-kernels.tsv"
+
+
+def same_kernels(folder: str) -> dict[str, tuple[str, ...]]:
+    """{digest: the older digests of the same kernels, nearest first}, from the data folder's
+    SAME_KERNELS file (none where it has none); chains are followed."""
+    direct: dict[str, str] = {}
+    try:
+        with open(os.path.join(folder, SAME_KERNELS)) as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip() or line.startswith("#"):
+                    continue
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) < 3 or not all(parts[:3]):
+                    raise ConvgenError(f"{f.name}:{n}: expected 'direction<TAB>digest<TAB>same "
+                                       "as<TAB>why'")
+                direct[parts[1]] = parts[2]
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for digest in direct:
+        chain, d = [], digest
+        while d in direct and direct[d] not in chain and direct[d] != digest:
+            d = direct[d]
+            chain.append(d)
+        out[digest] = tuple(chain)
+    return out
+
+
 def data_files(folder: str) -> list[str]:
     """The batch files of a data folder, sorted by name (none where it does not exist)."""
     try:

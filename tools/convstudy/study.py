@@ -28,7 +28,10 @@ import time
 from dataclasses import dataclass
 
 from convgen import REPO_ROOT
+from convgen import backend as backends
+from convgen import cli, driver, tolerance
 from convgen.errors import ConvgenError
+from convgen.options import DataSpec, ReferenceOptions
 from convgen.report import json_number
 
 # name: (lo, hi, both_signs, label). The study's r0, r1, r4, r5; "away" is the range it
@@ -177,7 +180,6 @@ def grid(tests: list[StudyTest], ranges=tuple(RANGES), validators=VALIDATORS, pa
 # ---- running ------------------------------------------------------------------------------
 
 def _config(base, case: Case, seed: int):
-    from convgen.options import DataSpec, ReferenceOptions
     lo, hi, both, _ = RANGES[case.range]
     accumulate, ref_flush = EMULATIONS[case.emulation]
     return dataclasses.replace(
@@ -190,7 +192,6 @@ def _config(base, case: Case, seed: int):
 
 
 def _record(case: Case, verdict, seconds: float, device: str, arch: str) -> dict:
-    from convgen import tolerance
     th: tolerance.Resolved = verdict.thresholds
     hist = {name: list(h.counts) for name, h in verdict.histograms.items()}
     return {
@@ -251,8 +252,6 @@ def _run_group(cases: list[Case], out_path: str, seed: int) -> dict:
     """The cases of one test and range (one draw of inputs), appended to `out_path` one
     line each as they finish. Counts. (The test's flags are parsed here: a parsed config
     holds functions, which cannot travel to a worker process.)"""
-    from convgen import backend as backends
-    from convgen import cli, driver
     base = cli.parse_checked(cases[0].test.flags)
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
@@ -315,7 +314,6 @@ def run(cases: list[Case], out_path: str, seed: int = 1, progress: bool = True,
     process with its share of the CPU cores; the lines go into the one file. Returns counts."""
     from tqdm import tqdm
 
-    from convgen import cli
 
     folder = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(folder):
@@ -452,9 +450,18 @@ def read_study(folder: str, run_name: str = "fair_1") -> list[dict]:
 RESULTS_DIR = os.path.join(REPO_ROOT, "docs", "data", "fp16-study")
 
 
-def main(v: dict) -> int:
-    """`convgen study`, from cli.parse_study's values."""
-    from convgen import backend as backends
+def results_path(v: dict) -> str:
+    """A study run's results file: -out, else ARCH.jsonl (ARCH-small.jsonl with -small) in
+    the repository's folder of study results."""
+    if "out" in v:
+        return v["out"]
+    small = "-small" * bool(v.get("small"))
+    return os.path.join(RESULTS_DIR, f"{backends.current().arch}{small}.jsonl")
+
+
+def main(v: dict) -> int | None:
+    """`convgen study`, from convstudy.commands.parse_study's values: 0, or None where the
+    report is to follow (-report, the default; convstudy.commands writes it)."""
     tests = load_tests(v.get("tests", DEFAULT_TESTS))
     if v.get("small"):
         tests = small_tests(tests)
@@ -469,19 +476,12 @@ def main(v: dict) -> int:
                  tuple(x == "flush" for x in v.get("device_flush", ("keep", "flush"))),
                  v.get("emulation_ranges", EMULATION_RANGES))
     backends.ensure_interpreter_if_no_gpu()
-    arch = backends.current().arch
-    out = v.get("out")
-    if out is None:   # the repository's own folder; a folder the user names must exist
+    out = results_path(v)
+    if "out" not in v:   # the repository's own folder; a folder the user names must exist
         os.makedirs(RESULTS_DIR, exist_ok=True)
-        out = os.path.join(RESULTS_DIR, f"{arch}{'-small' * bool(v.get('small'))}.jsonl")
     t0 = time.perf_counter()
     c = run(cases, out, seed=v.get("seed", 1), jobs=v.get("jobs", 1))
     print(f"convgen study: {c['ran']} cases run, {c['done_before']} already in {out}, "
           f"{c['errors']} could not run, {c['failed_bits']} with a 0 bit "
           f"({time.perf_counter() - t0:.0f} s)")
-    if v.get("report", True):
-        from convgen import study_report
-        if v.get("small") or "out" in v:   # not the page's data: a report of its own beside it
-            return study_report.main({"results": [out], "out": out[:-len(".jsonl")] + "-report"})
-        return study_report.main({})   # the report folder; -update_docs rewrites the page
-    return 0
+    return 0 if not v.get("report", True) else None

@@ -2,7 +2,7 @@
 the selector's training set.
 
 Each layer: (in_channels, out_channels, input H=W, filter H=W, stride, padding, groups),
-and an eighth entry, the dilation, where it is not 1; cli.layer_args spells one as
+and an eighth entry, the dilation, where it is not 1; convtune.commands.layer_args spells one as
 convgen flags.
 """
 

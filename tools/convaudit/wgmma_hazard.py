@@ -21,6 +21,11 @@ import functools
 import re
 from dataclasses import dataclass
 
+from convgen import backend
+from convgen.errors import ConvgenError
+from convtune import commands as lab_commands
+from convtune.tuning_db import TuningDB, problem_from_key, resolve
+
 A_REGS = 4   # an m64 wgmma's A fragment: 64 rows x 32 bytes over 128 threads
 _LABEL = re.compile(r"^\s*(\w+):\s*$")
 _HGMMA = re.compile(r"^HGMMA\.\S+\s+R\d+,\s*(R(\d+)(?:\.reuse)?|\S+),")
@@ -146,7 +151,6 @@ def _problem(source: tuple):
     """A problem from its picklable form: ("lines", a `convgen tune --lines` file, the
     problem's index there) or ("row", a tuning database row)."""
     if source[0] == "row":
-        from convgen.tuning_db import problem_from_key
         return problem_from_key(source[1])
     return _lines_problems(source[1])[source[2]]
 
@@ -155,8 +159,7 @@ def _problem(source: tuple):
 def _lines_problems(path: str) -> list:
     """The problems of a `convgen tune --lines` file, read as tune reads them (once per
     process)."""
-    from convgen import cli
-    return [c.problem for c in cli.parse_tune(["--lines", path])["configs"]]
+    return [c.problem for c in lab_commands.parse_tune(["--lines", path])["configs"]]
 
 
 def _survey_one(item: tuple) -> dict:
@@ -167,8 +170,8 @@ def _survey_one(item: tuple) -> dict:
     source, text = item
     row = {"problem": str(source[1]), "config": text}
     try:
-        from convgen.kernels import isa
-        from convgen.kernels.config import choose, from_text
+        from convaudit import isa   # Triton's compiler, torch
+        from convgen.kernels.config import choose, from_text   # torch and Triton
         p = _problem(source)
         row["problem"] = p.describe()
         cfg = choose(p, isa.backend_of("sm90"), True, from_text(text))
@@ -176,7 +179,7 @@ def _survey_one(item: tuple) -> dict:
         row["register_operand"] = register_operand(k.asm["ttgir"])
         hazard = find(k.asm["sass"])
     except Exception as e:   # noqa: BLE001 - reported as the row's failure, not scanned
-        from convgen.kernels.launch import triton_failure
+        from convgen.kernels.launch import triton_failure   # Triton
         row["failed"] = triton_failure(e) or " ".join(f"{type(e).__name__}: {e}".split())[:300]
         return row
     row["hazard"] = hazard.describe() if hazard else None
@@ -197,7 +200,6 @@ def survey(items: list, jobs: int = 1):
 def _bests(path: str) -> list:
     """(("row", row), config) of every sm90 best row of a tuning database ("": the local
     store of the tracked data, tuning_db.resolve)."""
-    from convgen.tuning_db import TuningDB, resolve
     with TuningDB(resolve(path) or path, readonly=True) as db:
         rows = db.rows("SELECT * FROM best WHERE arch = 'sm90'")
     return [(("row", r), r["config"]) for r in rows]
@@ -209,12 +211,12 @@ def main(argv=None) -> int:
     import os
     import sys
     ap = argparse.ArgumentParser(
-        prog="python -m convgen.kernels.wgmma_hazard",
+        prog="python -m convaudit.wgmma_hazard",
         description="compile kernels for sm90 with this machine's Triton and its ptxas and find "
                     "a register written while a wgmma that reads it is in flight; exit 1 if any")
     ap.add_argument("--lines", action="append", default=[], metavar="FILE",
                     help="problems as convgen tune --lines takes them: every matrix-core config "
-                         "of each one's space (kernels/config.space)")
+                         "of each one's space (convtune/space.configs)")
     ap.add_argument("--bests", metavar="DB", nargs="?", const="",
                     help="the best config of every sm90 problem of a tuning database (no DB: the "
                          "local store of the tracked data)")
@@ -225,19 +227,18 @@ def main(argv=None) -> int:
     def fail(message: str) -> int:
         print(f"wgmma-hazard: error: {message}", file=sys.stderr)
         return 2
-    from convgen import backend
     if backend.interpreter_requested():
         return fail("unset TRITON_INTERPRET to compile for sm90")
     if not args.lines and args.bests is None:
         return fail("nothing to compile: give --lines FILE or --bests DB")
-    from convgen.errors import ConvgenError
-    from convgen.kernels import config, isa
+    from convaudit import isa   # Triton's compiler, torch
+    from convtune import space as tuning_space   # torch and Triton
     items = []
     try:
         for path in args.lines:
             for i, p in enumerate(_lines_problems(path)):
                 items += [(("lines", path, i), c.describe())
-                          for c in config.space(p, isa.backend_of("sm90"))]
+                          for c in tuning_space.configs(p, isa.backend_of("sm90"))]
         if args.bests is not None:
             items += _bests(args.bests)
     except OSError as e:

@@ -8,8 +8,8 @@ Compiling needs Triton's interpreter off for the whole process (under
 TRITON_INTERPRET=1 every @triton.jit function, Triton's own included, is an
 interpreter object), so tests run this module as a command:
 
-    python -m convgen.kernels.isa [--targets gfx90a,sm90] [--json]
-    python -m convgen.kernels.isa --loads [--targets ...]   # global loads of each conv kernel
+    python -m convaudit.isa [--targets gfx90a,sm90] [--json]
+    python -m convaudit.isa --loads [--targets ...]   # global loads of each conv kernel
 
 Kernels are compiled as a launch would specialize them: integer arguments equal to 1
 become constants and those divisible by 16 are marked so, pointers are taken as 16-byte
@@ -28,8 +28,13 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from convgen import backend as backends
 from convgen import dtypes
 from convgen.backend import Backend
+from convgen.kernels import verify_stats as vs
+from convgen.kernels.config import choose
+from convgen.kernels import gpu_reference, launch
+from convgen.problem import make_problem
 
 TARGETS = {
     "gfx90a": GPUTarget("hip", "gfx90a", 64),
@@ -85,7 +90,6 @@ def matrix_instructions(compiled, target: str) -> list[str]:
 
 
 def _problem(direction: str, dtype: str, layouts=None, stride=(1, 1), channels: int = 32):
-    from convgen.problem import make_problem
     return make_problem(direction=direction, dtype=dtypes.elem_type(dtype), n=2, g=1, c_total=channels,
                         k_total=64, hi=14, wi=14, y=3, x=3, stride=stride, pad=(1, 1, 1, 1),
                         layouts=layouts)
@@ -129,7 +133,6 @@ def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts
     """The kernel under test for a small problem, as convgen would launch it on `target`;
     `perf_config` holds config fields over the default; `channels` below 16 takes the
     paths whose blocks span filter taps."""
-    from convgen.kernels.config import choose
     p = _problem(direction, dtype, layouts, stride, channels)
     cfg = choose(p, backend_of(target), use_dot,
                  perf_config or ({"split": 2} if p.direction.splits_reduction else None))
@@ -139,35 +142,20 @@ def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts
 def compile_problem(p, cfg, target: str, use_dot: bool = True):
     """The kernel convgen launches for problem `p` with config `cfg` on `target`, compiled
     without memory or a GPU (its tensors are meta tensors)."""
-    from convgen.kernels.launch import launch_spec
-    global _COMPILING_FOR
     # what a launch on the GPU decides from its tensors' device (tma.wgmma_waits)
-    before, _COMPILING_FOR = _COMPILING_FOR, target
-    try:
-        spec = launch_spec(p, *_meta_tensors(p, p.dtype.out_type.torch_dtype), cfg, use_dot, False)
-    finally:
-        _COMPILING_FOR = before
+    with backends.cross_compiling(target):
+        spec = launch.launch_spec(p, *_meta_tensors(p, p.dtype.out_type.torch_dtype), cfg, use_dot, False)
     types, constants, aligned = _launch_signature(spec.runtime)
     return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
                           cfg.compile_options(), aligned)
 
 
-_COMPILING_FOR = None
-
-
-def compiling_for() -> str | None:
-    """The target compile_problem is building a launch for (its meta tensors have no
-    device to ask), else None."""
-    return _COMPILING_FOR
-
-
 def compile_reference(direction: str, target: str):
     """The GPU reference kernel (the FMA one) for a small problem."""
     import torch
-    from convgen.kernels.gpu_reference import launch_spec
     p = _problem(direction, "f16", stride=(2, 2))
     ins, out = _meta_tensors(p, torch.float32)
-    spec = launch_spec(p, ins, out)
+    spec = gpu_reference.launch_spec(p, ins, out)
     types, constants, aligned = _launch_signature(spec.runtime)
     return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target, None, aligned)
 
@@ -176,7 +164,6 @@ def compile_verify(target: str, layout: int = 2, options: dict | None = None,
                    kernel: str = "verify"):
     """The verifier's statistics kernel ("verify") or its second kernel, which recomputes the
     element-wise values to find the worst elements ("verify-finish"), for fp16 tensors."""
-    from convgen.kernels import verify_stats as vs
     ints = ("n", "S1", "S2", "S3", "S4", "K0", "K1", "K2", "K3", "K4", "R0", "R1", "R2", "R3", "R4")
     args = dict.fromkeys(ints, "i32")
     args.update(kern_ptr="*fp16", ref_ptr="*fp16", c_ptr="*fp64", part_ptr="*fp64",
@@ -330,7 +317,7 @@ def _has_fma(asm: str, target: str) -> bool:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m convgen.kernels.isa",
+    ap = argparse.ArgumentParser(prog="python -m convaudit.isa",
                                  description="which instructions each kernel path compiles to")
     ap.add_argument("--targets", default="gfx90a,gfx942,gfx950,sm90")
     ap.add_argument("--json", action="store_true", help="one JSON list on stdout")
@@ -348,8 +335,7 @@ def main(argv=None) -> int:
         for r in rows:
             print(f"{r['kernel']} wide={r['wide']} narrow={r['narrow']} async={r['async']} {r['file']}")
         return 0 if rows else 1
-    from convgen import backend
-    if backend.interpreter_requested():
+    if backends.interpreter_requested():
         print("isa: unset TRITON_INTERPRET to compile for real targets", file=sys.stderr)
         return 2
     targets = [t for t in args.targets.split(",") if t]

@@ -48,10 +48,11 @@ import weakref
 from contextlib import closing
 from dataclasses import dataclass, field
 
-from convgen import REPO_ROOT, dtypes, tuning_text
+from convgen import REPO_ROOT, dtypes
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convgen.tuning_text import KEY_COLUMNS, SEARCHED_ALL
+from convtune import tuning_text
+from convtune.tuning_text import KEY_COLUMNS, SEARCHED_ALL
 
 SCHEMA_NAME = "convgen-tuning"
 # 5: each row's source (a tracked text file, or none: measured here); 4: problems and
@@ -62,6 +63,14 @@ SHAPE_COLUMNS = KEY_COLUMNS[4:]
 _KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in tuning_text.INT_COLUMNS else 'TEXT'} NOT NULL"
                      for c in KEY_COLUMNS)
 _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
+
+# From this UTC time (a measured_at) `convgen tune` times a CUDA graph of a config's launches (tune._time
+# says why); rows before it were timed per launch, and those under PER_LAUNCH_TRUSTED_MS
+# may hold the host's time, not the GPU's (--retime-before and --retime-under time them
+# again; selector._drop_host_timed leaves out those a finished retime left behind)
+GRAPH_TIMED_SINCE = "2026-11-25T00:00:00"
+PER_LAUNCH_TRUSTED_MS = 0.5
+
 
 
 def _problem_id(row: str) -> str:
@@ -291,7 +300,7 @@ def key_for(problem, backend) -> dict:
     """The key of a problem on this backend, this Triton and these kernels."""
     import triton
 
-    from convgen.kernels.launch import kernel_digest
+    from convgen.kernels.launch import kernel_digest   # torch and Triton (the kernel modules): a key needs them, a lookup of text does not
     return problem_key(problem, backend.arch, backend.device_name(), triton.__version__,
                        kernel_digest(problem.direction))
 
@@ -787,18 +796,21 @@ class TuningDB:
     def best_near(self, key: dict) -> Best | None:
         """The best of this key; where this Triton version has none, the best that the
         nearest version measured for the same device, kernel source and problem (a Triton
-        upgrade keeps the picks; `triton` says which version measured it)."""
+        upgrade keeps the picks; `triton` says which version measured it); where the kernel
+        source has none, that of the same kernels under an older digest (tuning_text.SAME_KERNELS)."""
         exact = self.best(key)
         if exact is not None:
             return exact
-        others = {c: key[c] for c in KEY_COLUMNS if c != "triton"}
-        rows = self.con.execute(
-            "SELECT config, ms, tflops, checked, measured_at, searched, triton FROM best WHERE "
-            + " AND ".join(f"{c} = :{c}" for c in others), others).fetchall()
-        if not rows:
-            return None
-        near = nearest_version(key["triton"], [r[-1] for r in rows])
-        return next(Best(*r) for r in rows if r[-1] == near)
+        same = tuning_text.same_kernels(data_dir()).get(key["kernel"], ())
+        for kernel in (key["kernel"], *same):
+            others = {**{c: key[c] for c in KEY_COLUMNS if c != "triton"}, "kernel": kernel}
+            rows = self.con.execute(
+                "SELECT config, ms, tflops, checked, measured_at, searched, triton FROM best WHERE "
+                + " AND ".join(f"{c} = :{c}" for c in others), others).fetchall()
+            if rows:
+                near = nearest_version(key["triton"], [r[-1] for r in rows])
+                return next(Best(*r) for r in rows if r[-1] == near)
+        return None
 
     def rows(self, sql: str, args=()) -> list[dict]:
         """The rows of a query as dicts keyed by column name (callers read columns by name,

@@ -1,0 +1,97 @@
+"""Which config a run takes, and where it came from (the `#` line says): the fields given
+on the command line, else what the tuning lab picks, else the default rule.
+
+The tuning lab (the `convtune` package: tuned bests, the learned selector) sits on top of
+the suite, which never imports it by name: `picker()` finds its picker module at run time
+(`$CONVGEN_PICKER`, else `convtune.picker`). A picker module has
+
+    pick(problem, backend, tuning_db, selector) -> (KernelConfig | None, source)
+        the config for a 2-D matrix-core problem and a phrase saying where it came from;
+        None and why not where it has none (the rule is then taken, with that reason);
+    check(tuning_db, selector)
+        opens a database or model named on the command line, so that a wrong path is one
+        error line even where the run does not consult it.
+
+Without the lab, every run takes the rule and the `#` line says so; a tuning database or
+selector model named on the command line is then an error.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from dataclasses import replace
+
+from convgen.backend import Backend
+from convgen.errors import ConvgenError
+from convgen.kernels.config import KernelConfig, choose, default_config, validate
+from convgen.problem import ConvProblem
+
+PICKER = "convtune.picker"
+MODEL_SOURCE = "selected by model"   # how a source begins for a model's pick (driver: a pick
+                                     # Triton refuses gives way to the rule)
+
+
+@functools.cache
+def _picker(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and name.startswith(e.name):
+            return None   # the lab (or the module named) is not installed
+        raise
+
+
+def picker():
+    """The picker module ($CONVGEN_PICKER, else convtune.picker), or None where it is not
+    importable."""
+    return _picker(os.environ.get("CONVGEN_PICKER") or PICKER)
+
+
+def _no_lab(what: str) -> str:
+    return f"{PICKER.partition('.')[0]} (the tuning lab) is not importable, so {what} has no use"
+
+
+def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dict | None,
+           db_path: str | None, selector_path: str | None = None) -> tuple[KernelConfig, str]:
+    """(the config to run, where it came from). Fields given on the command line force a
+    config; without them the lab's pick (a 2-D problem on the matrix-core path), else the
+    default rule."""
+    lab = picker()
+    if lab is None and (db_path or selector_path):
+        raise ConvgenError(_no_lab("a tuning database" if db_path else "a selector model"),
+                           field="tuning_db" if db_path else "selector")
+    if lab is not None and (db_path or selector_path):
+        lab.check(db_path, selector_path)
+    if problem.is_3d:
+        return _select_3d(problem, backend, use_dot, overrides)
+    if overrides:
+        return choose(problem, backend, use_dot, overrides), "set on the command line"
+    if not use_dot:
+        return choose(problem, backend, use_dot), "default rule"
+    if lab is None:
+        return (choose(problem, backend, use_dot),
+                f"default rule ({PICKER.partition('.')[0]}, the tuning lab, is not importable)")
+    cfg, source = lab.pick(problem, backend, db_path, selector_path)
+    if cfg is None:
+        return choose(problem, backend, use_dot), f"default rule ({source})"
+    return cfg, source
+
+
+def _select_3d(problem: ConvProblem, backend: Backend, use_dot: bool,
+               overrides: dict | None) -> tuple[KernelConfig, str]:
+    """A 3-D problem runs the pointer kernel of its 2-D depth slices once per filter depth
+    tap (depth.py): the config is the slices', from the command line or the pointer rule;
+    no tuned entry or model knows 3-D problems."""
+    q = problem.depth_slice()
+    if overrides and (overrides.get("tma") or overrides.get("s2d")):
+        which = "tma" if overrides.get("tma") else "s2d"
+        raise ConvgenError(f"{which}={overrides[which]}: a 3-D problem runs the pointer kernels "
+                           "on its 2-D depth slices", field="perf_config")
+    what = f"the kernel of its 2-D depth slices ({q.n} images), once per filter depth tap"
+    if overrides:
+        return choose(q, backend, use_dot, overrides), f"set on the command line; {what}"
+    cfg = replace(default_config(q, backend, use_dot, descriptors=False),
+                  **({"max_num_imprecise_acc": 0} if q.dtype.is_fp8 else {}))
+    validate(cfg, q, backend, use_dot)
+    return cfg, f"default rule; {what}"
