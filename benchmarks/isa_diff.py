@@ -3,7 +3,7 @@
 
     python3 benchmarks/isa_diff.py OLD_TOOLS_DIR [NEW_TOOLS_DIR] [--targets sm90,gfx942]
 
-Each tree's kernels are cross-compiled (its own convaudit/isa.py (kernels/isa.py in older trees), in a subprocess with that
+Each tree's kernels are cross-compiled (its own convaudit/isa.py (convgen/kernels/isa.py in older trees), in a subprocess with that
 tree on sys.path) for every direction x type x path of the ISA survey, and each kernel's
 assembly becomes a histogram of opcodes. Loads of kernel parameters are left out (a
 kernel with other parameters loads other ones). Equal histograms mean the same
