@@ -3,6 +3,7 @@
 traceback, a hang or a silent wrong pass. Each row is a case once seen to go wrong."""
 import json
 import os
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +37,9 @@ def one_error(capsys, argv) -> str:
 
 @pytest.mark.parametrize("extra,words", [
     # rocMLIR perf strings are read as rocMLIR's: what cannot run names both forms
-    (["-perf_config", "256,128,8,64,128,1,1,1", "-x2"],
-     "-perf_config 256,128,8,64,128,1,1,1: block_k=8: block sizes must be at least 16 on the "
-     "matrix-core path (rocMLIR v1 (MFMA) read as block_m=256,block_n=128,block_k=8,num_warps=4"),
+    (["-perf_config", "1024,128,8,64,128,1,1,1", "-x2"],
+     "-perf_config 1024,128,8,64,128,1,1,1: block_m=1024 must be a power of two from 1 to 512 "
+     "(rocMLIR v1 (MFMA) read as block_m=1024,block_n=128,block_k=8,num_warps=16"),
     (["-perf_config", "v2:256,128,8,64,128,1,1,1"], "v2: with 8 values is no rocMLIR perf_config form"),
     (["-perf_config", "v2:256,128,8,64,128,1,1,1,1"], "mnPerXdl=128: Triton's AMD matrix instructions"),
     (["-perf_config", "v7:1,2"], "v7: with 2 values is no rocMLIR perf_config form"),
@@ -54,9 +55,33 @@ def one_error(capsys, argv) -> str:
     (["--json", ""], "--json: needs a path"),
     (["--dump", ""], "--dump: needs a path"),
     (["-rand_side", "output"], "-rand_side: output is not an input of fwd"),
+    (["-input_precision", "tf32"], "-input_precision tf32 sets how f32 dots round their inputs; "
+     "a f16 run has none"),
+    # rocmlir-gen's integer range must fit the type even where the data does not draw it
+    (["--semantics=rocmlir", "-rand", "fixed", "-rand_max_int", "1000000000"],
+     "-rand_min_int/-rand_max_int: integer range [-5, 1e+09] does not fit in f16"),
+    (["--semantics=rocmlir", "-rand", "1", "-rand_max_int", "1000000000"],
+     "-rand_min_int/-rand_max_int: random range [-5, 1e+09] does not fit in f16"),
+    (["--json", "/proc/x.json"], "--json: cannot write '/proc/x.json'"),
+    (["-fil_h", "9"], "empty output (-3x3): the dilated filter's rows 9 is more than the padded "
+     "input's 5"),
 ])
 def test_refused_with_one_line(capsys, extra, words):
     assert words in one_error(capsys, SMALL + extra)
+
+
+@pytest.mark.parametrize("text,dtype,moved", [
+    # lines of rocMLIR's conv_wrw_perf_config.toml: K tiles of 4 and 8 elements
+    ("64,64,2,64,64,2,1,1", "f32", "block_k 4 -> 16"),
+    ("256,128,8,64,128,1,1,1", "f16", "block_k 8 -> 16"),
+])
+def test_a_rocmlir_perf_string_runs_on_the_nearest_tile_and_says_so(capsys, text, dtype, moved):
+    rc, out, err = run(capsys, SMALL + ["-t", dtype, "--operation", "conv2d_bwd_weight",
+                                        "-perf_config", text])
+    assert rc == 0 and out.splitlines()[-1] == "[1 1 1]", (out, err)
+    line = next(ln for ln in out.splitlines() if "config block_m=" in ln)
+    assert f"rocMLIR v1 (MFMA) perf string, moved to the nearest tile convgen's kernels run: {moved}" in line
+    assert "block_k=16," in line
 
 
 def test_output_paths_are_checked_before_the_run(capsys, tmp_path, monkeypatch):
@@ -316,3 +341,49 @@ def test_inputs_sit_between_margins_of_nan(capsys):
 def test_the_output_guard_sees_nothing_after_a_correct_kernel(capsys):
     rc, out, _ = run(capsys, SMALL + ["--operation", "conv2d_bwd_weight", "-perf_config", "split=2"])
     assert rc == 0 and out.splitlines()[-1] == "[1 1 1]" and "outside" not in out
+
+
+def test_an_empty_3d_output_names_the_dimension_that_empties_it(capsys):
+    msg = one_error(capsys, ["--operation", "conv", "-t", "f32", "-fil_layout=kczyx",
+                             "-in_layout=ncdhw", "-out_layout=nkdhw", "-batchsize", "1",
+                             "-in_channels", "4", "-out_channels", "4", "-in_d", "2", "-in_h", "4",
+                             "-in_w", "4", "-fil_d", "3", "-fil_h", "3", "-fil_w", "3", "-pv"])
+    assert msg.endswith("empty output (2x2, depth 0): the dilated filter's depth 3 is more than "
+                        "the padded input's 2"), msg
+
+
+def test_a_selector_named_by_the_environment_must_exist(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("CONVGEN_SELECTOR", str(tmp_path / "missing.json"))
+    msg = one_error(capsys, SMALL)
+    assert msg.startswith(f"convgen: error: $CONVGEN_SELECTOR: selector model "
+                          f"'{tmp_path / 'missing.json'}' cannot be used"), msg
+
+
+def test_an_unknown_command_names_the_commands(capsys):
+    msg = one_error(capsys, ["tunee", "--lines", "x"])
+    assert "unknown command 'tunee' (commands: compare, tune, tuning-stats" in msg, msg
+
+
+def test_study_report_into_a_folder_it_cannot_make_is_one_line(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    msg = one_error(capsys, ["study-report", "--data_dir", str(blocker / "plots"), "--plots=0"])
+    assert msg.startswith(f"convgen: error: -data_dir: cannot write into '{blocker / 'plots'}'"), msg
+
+
+def test_a_long_interpreter_kernel_says_it_is_still_going(capsys, monkeypatch):
+    from convgen import driver
+
+    def slow_run(*a, **kw):
+        time.sleep(0.3)
+        return real_run(*a, **kw)
+    import convgen.kernels.launch as launch
+    real_run = launch.run_conv
+    monkeypatch.setattr(launch, "run_conv", slow_run)
+    monkeypatch.setattr(driver, "INTERPRETER_NOTE_S", 0.0)
+    monkeypatch.setattr(driver, "HEARTBEAT_S", 0.05)
+    rc, out, err = run(capsys, SMALL)
+    assert rc == 0 and out.splitlines()[-1] == "[1 1 1]"
+    assert "large for Triton's interpreter" in out
+    beats = [ln for ln in err.splitlines() if ln.startswith("# convgen: kernel: ")]
+    assert beats and all(" s of about " in ln for ln in beats), err

@@ -201,6 +201,20 @@ def test_real_convgen_wrong_check_fails(tmp_path):
     rc, out = _scripts_lit("-v", suite)
     assert rc == 1, out
     assert "FAIL: conv-e2e :: wrong.mlir" in out and "PASS: conv-e2e :: right.mlir" in out, out
+    # a failure names the command that reruns just that test
+    assert f"# rerun this test alone: scripts/lit -v {suite / 'wrong.mlir'}" in out, out
+
+
+def test_a_failing_bit_shows_its_reasons_once(tmp_path):
+    """convgen copies a failure's reasons to stderr for a shell; the worker's report of the
+    failed test shows them once, under convgen's stdout."""
+    run = ('// RUN: %convgen -t f32 -batchsize=1 -in_channels=64 -out_channels=16 -in_h=6 '
+           '-in_w=6 -fil_h=3 -fil_w=3 -x2 %pv %random_data -RMS_threshold 1e-30 | FileCheck %s\n')
+    suite = make_suite(tmp_path / "s", {"bit.mlir": run + "// CHECK: [1 1 1]\n"})
+    rc, out = _scripts_lit("-v", suite)
+    assert rc == 1 and "FAIL: conv-e2e :: bit.mlir" in out, out
+    assert out.count("# convgen: reproduce with:") == 1, out
+    assert "RMS bit 0" in out, out
 
 
 def test_exec_root_keeps_concurrent_runs_apart(tmp_path):

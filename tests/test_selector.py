@@ -998,7 +998,7 @@ def test_eval_and_train_commands_take_a_device(tmp_path, two_devices):
 
 @pytest.mark.parametrize("args,message", [
     (["train-selector", "--db", "/nonexistent/t.sqlite"], "does not exist"),
-    (["eval-selector", "--arch", "gfx942", "--db", "{db}"], "has no measurements on gfx942"),
+    (["eval-selector", "--arch", "gfx942", "--db", "{db}"], "has no problem on gfx942 whose whole tuning space is measured"),
     (["eval-selector", "--db", "{db}", "--group", "batch"], "expected one of shape, layer"),
     (["eval-selector", "--db", "{db}", "--folds", "1"], "-folds: cross-validation needs at least 2 folds, not 1"),
     (["train-selector", "--db", "{db}", "--folds", "1"], "-folds: cross-validation needs at least 2 folds, not 1"),

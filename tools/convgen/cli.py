@@ -516,6 +516,10 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
                         rand_type=v.get("rand_type"), side=v.get("rand_side", "both"),
                         both_signs=bool(v.get("rand_both_signs", False)))
     validate(data, problem)
+    precision = v.get("input_precision", "ieee")
+    if precision != "ieee" and problem.dtype.name != "f32":
+        raise ConvgenError(f"-input_precision {precision} sets how f32 dots round their inputs; "
+                           f"a {problem.dtype.name} run has none (give -t f32, or leave it out)")
     comparison = _comparison(v, rocmlir)
     validator = v.get("validator", "cpu" if miopen else None)
     if v.get("json") is not None and validator is None:
@@ -529,6 +533,8 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
         # rocmlir-gen takes the matrix units wherever the target has them
         kernel=KernelOptions(use_matrix_cores=v.get("matrix_cores", rocmlir),
                              perf_config=v.get("perf_config", ()),
+                             perf_form=(perf_text.form(_last_value(argv, "perf_config"))
+                                        if "perf_config" in v else None),
                              input_precision=v.get("input_precision", "ieee"),
                              flush_subnormals=v.get("flush_subnormals", False),
                              tuning_db=v.get("tuning_db", ""),
@@ -597,6 +603,7 @@ def parse(argv: list[str]):
 # ConvgenError.field -> the dests of the flags that set it
 _FIELD_DESTS = {"layout.input": ("in_layout",), "layout.filter": ("fil_layout",),
                 "layout.output": ("out_layout",), "rand_range": ("rand_min", "rand_max"),
+                "rand_int_range": ("rand_min_int", "rand_max_int"),
                 "ref_accumulate": ("ref_accumulate", "validator")}
 
 

@@ -7,6 +7,9 @@ bits say: FileCheck judges).
 """
 from __future__ import annotations
 
+import contextlib
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +26,30 @@ GIB = 2.0 ** 30
 # says so before it starts.
 INTERPRETER_STEP_S = 0.01
 INTERPRETER_NOTE_S = 30.0
+HEARTBEAT_S = 30.0   # how often a long interpreter stage says it is still going
+
+
+@contextlib.contextmanager
+def _heartbeat(stage: str, estimate: float):
+    """While a stage predicted to take `estimate` seconds runs (0: a short one, nothing is
+    said), a line on stderr every HEARTBEAT_S seconds: a long wait is not taken for a hang."""
+    if estimate <= 0:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat():
+        t0 = time.perf_counter()
+        while not stop.wait(HEARTBEAT_S):
+            print(f"# convgen: {stage}: {time.perf_counter() - t0:.0f} s of about {estimate:.0f} s",
+                  file=sys.stderr, flush=True)
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 class _Timer:
@@ -185,16 +212,16 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
     cfg, source = picks.select(p, be, use_dot, config.kernel.config_overrides,
-                                 config.kernel.tuning_db, config.kernel.selector)
+                               config.kernel.tuning_db, config.kernel.selector,
+                               config.kernel.perf_form)
     _check_memory(config, cfg, be)
     say(f"convgen: {p.describe()}")
     say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
         f"config {cfg.describe()} ({source}), data {config.data.describe()}")
-    if be.interpreter:
-        est = _interpreter_estimate(p, cfg, use_dot)
-        if est > INTERPRETER_NOTE_S:
-            say(f"convgen: note: this problem is large for Triton's interpreter (no GPU here): "
-                f"the kernel may take about {est / 60:.0f} minutes")
+    est = _interpreter_estimate(p, cfg, use_dot) if be.interpreter else 0.0
+    if est > INTERPRETER_NOTE_S:
+        say(f"convgen: note: this problem is large for Triton's interpreter (no GPU here): "
+            f"the kernel may take about {est / 60:.0f} minutes")
     timer = _Timer()
 
     t0 = time.perf_counter()
@@ -209,7 +236,8 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
             kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
         out, guard = inputs.guarded_output(p, device)
         try:
-            run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision, guard)
+            with _heartbeat("kernel", est if est > INTERPRETER_NOTE_S else 0.0):
+                run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision, guard)
             if device != "cpu":
                 torch.cuda.synchronize()
         except Exception as e:   # noqa: BLE001 - only Triton's config failures are translated

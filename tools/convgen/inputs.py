@@ -104,8 +104,24 @@ def _range(spec: DataSpec, problem: ConvProblem) -> tuple[float, float]:
     return (lo if spec.lo is None else spec.lo), (hi if spec.hi is None else spec.hi)
 
 
+def _fits(lo: float, hi: float, t) -> bool:
+    """Whether every value of [lo, hi] is a finite value of type t."""
+    if t.is_int:
+        return -t.max_finite - 1 <= lo and hi <= t.max_finite
+    return max(abs(lo), abs(hi)) <= t.max_finite
+
+
 def validate(spec: DataSpec, problem: ConvProblem) -> None:
     """Refuse data that cannot be drawn or stored, naming the option (ConvgenError.field)."""
+    rocmlir_ints = spec.generator == "rocmlir" and spec.rand_type != "float"
+    if rocmlir_ints and spec.mode != "random":
+        # rocmlir-gen's integer range, given for data that does not draw it: still one that
+        # the type can hold (a line that later takes -rand N must not fill infinities)
+        lo, hi = _range(spec, problem)
+        t = problem.dtype
+        if not _fits(lo, hi, t):
+            raise ConvgenError(f"integer range [{lo:g}, {hi:g}] does not fit in {t.name} "
+                               f"(largest finite value {t.max_finite:g})", field="rand_int_range")
     if spec.mode == "random":
         if not 0 <= spec.seed <= MAX_SEED:
             raise ConvgenError(f"seed {spec.seed} is out of range (0 to {MAX_SEED})", field="rand")
@@ -117,10 +133,10 @@ def validate(spec: DataSpec, problem: ConvProblem) -> None:
         if spec.both_signs and lo < 0:
             raise ConvgenError(f"both signs need a magnitude range (minimum >= 0), got minimum "
                                f"{lo:g}", field="rand_both_signs")
-        if (lo < -t.max_finite - 1 or hi > t.max_finite) if t.is_int else \
-                max(abs(lo), abs(hi)) > t.max_finite:
+        if not _fits(lo, hi, t):
             raise ConvgenError(f"random range [{lo:g}, {hi:g}] does not fit in {t.name} "
-                               f"(largest finite value {t.max_finite:g})", field="rand_range")
+                               f"(largest finite value {t.max_finite:g})",
+                               field="rand_int_range" if rocmlir_ints else "rand_range")
         if (spec.rand_type or ("int" if t.is_int else "float")) == "int" and \
                 round(hi) - round(lo) + 1 > MAX_INT_VALUES:
             raise ConvgenError(f"integer draws choose among at most 2^32 values, got [{lo:g}, {hi:g}]",

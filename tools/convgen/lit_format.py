@@ -53,7 +53,7 @@ import lit.Test
 import lit.TestRunner as runner
 from lit.ShUtil import Pipeline, Seq, ShParser
 
-from convgen import cli
+from convgen import REPO_ROOT, cli
 from convgen.cli import setting_words
 
 _MERGE = ((">&", 2), "1")          # 2>&1 as lit's parser gives it
@@ -248,12 +248,17 @@ class ConvgenTest(lit.formats.ShTest):
             check_status, check_out, check_err = self._filecheck(check_args, out, test, execdir)
         text = ""
         if status or check_status:
-            text += _section("convgen stdout", out) + _section("convgen stderr", err)
+            # a failing run copies its reasons to stderr for a shell (report.py); stdout has
+            # them already, so stderr shows only what stdout does not
+            said = set(out.splitlines())
+            err_only = "".join(line + "\n" for line in err.splitlines() if line not in said)
+            text += _section("convgen stdout", out) + _section("convgen stderr", err_only)
             text += _section("FileCheck stdout", check_out) + _section("FileCheck stderr", check_err)
             if status:
                 text += f"# error: convgen{' (under not)' if negate else ''} exited with status {status}\n"
             if check_status:
                 text += f"# error: FileCheck failed with exit status: {check_status}\n"
+            text += f"# rerun this test alone: {rerun_command(test.getSourcePath())}\n"
         else:
             # the verdict's summary: convgen's metrics line, or rocMLIR's comparator line
             text += "".join(line + "\n" for line in out.splitlines()
@@ -399,6 +404,13 @@ def _call_convgen(args, merge: bool):
         if "torch" in sys.modules:
             _TORCH_SEED = sys.modules["torch"].initial_seed()
     return status or 0, out.getvalue(), "" if merge else err.getvalue()
+
+
+def rerun_command(path: str) -> str:
+    """The command that runs one test file alone, verbosely, from the checkout's root."""
+    root = REPO_ROOT + os.sep
+    where = path[len(root):] if path.startswith(root) else path
+    return f"scripts/lit -v {shlex.quote(where)}"
 
 
 def run_record(argv, status: int, stdout: str, stderr: str, test: str | None = None) -> dict:

@@ -53,6 +53,9 @@ class Comparison:
 class KernelOptions:
     use_matrix_cores: bool = False          # the matrix-core path (tl.dot); else FMA
     perf_config: tuple = ()                 # ((field, value), ...) over the default config
+    perf_form: str | None = None            # -perf_config's rocMLIR form (a tuning hint for
+                                            # rocMLIR's kernels: picks.py maps it to the
+                                            # nearest tile ours run); None: convgen's fields
     input_precision: str = "ieee"           # fp32 tl.dot precision: ieee | tf32 | tf32x3
     flush_subnormals: bool = False          # zero subnormal inputs first (MI200 behaviour)
     tuning_db: str | None = ""              # "": the default database; None: none

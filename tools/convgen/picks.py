@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from convgen.backend import Backend
 from convgen.errors import ConvgenError
-from convgen.kernels.config import KernelConfig, choose, default_config, validate
+from convgen.kernels.config import KernelConfig, choose, default_config, min_block_k, validate
 from convgen.problem import ConvProblem
 
 PICKER = "convtune.picker"
@@ -52,21 +52,43 @@ def _no_lab(what: str) -> str:
     return f"{PICKER.partition('.')[0]} (the tuning lab) is not importable, so {what} has no use"
 
 
+def nearest_tile(problem: ConvProblem, use_dot: bool, fields: dict) -> tuple[dict, list[str]]:
+    """A rocMLIR perf string's fields moved to the nearest tile our kernels run, and what
+    moved ("block_k 4 -> 16"). rocMLIR's kernels take K tiles of 4 or 8 elements; the
+    matrix-core path here takes blocks of at least 16 (32 for 8-bit types)."""
+    moved, out = [], dict(fields)
+    if use_dot:
+        for name, low in (("block_m", 16), ("block_n", 16), ("block_k", min_block_k(problem))):
+            if name in out and out[name] < low:
+                moved.append(f"{name} {out[name]} -> {low}")
+                out[name] = low
+    return out, moved
+
+
 def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dict | None,
-           db_path: str | None, selector_path: str | None = None) -> tuple[KernelConfig, str]:
+           db_path: str | None, selector_path: str | None = None,
+           perf_form: str | None = None) -> tuple[KernelConfig, str]:
     """(the config to run, where it came from). Fields given on the command line force a
-    config; without them the lab's pick (a 2-D problem on the matrix-core path), else the
-    default rule."""
+    config (a rocMLIR perf string, `perf_form`, is a tuning hint: its tile is moved to the
+    nearest one our kernels run, and the source says so); without them the lab's pick (a
+    2-D problem on the matrix-core path), else the default rule."""
     lab = picker()
     if lab is None and (db_path or selector_path):
         raise ConvgenError(_no_lab("a tuning database" if db_path else "a selector model"),
                            field="tuning_db" if db_path else "selector")
     if lab is not None and (db_path or selector_path):
         lab.check(db_path, selector_path)
+    moved = []
+    if overrides and perf_form:
+        overrides, moved = nearest_tile(problem.depth_slice() if problem.is_3d else problem,
+                                        use_dot, overrides)
+    hint = (f"; {perf_form} perf string, moved to the nearest tile convgen's kernels run: "
+            + ", ".join(moved)) if moved else ""
     if problem.is_3d:
-        return _select_3d(problem, backend, use_dot, overrides)
+        cfg, source = _select_3d(problem, backend, use_dot, overrides)
+        return cfg, source + hint
     if overrides:
-        return choose(problem, backend, use_dot, overrides), "set on the command line"
+        return choose(problem, backend, use_dot, overrides), "set on the command line" + hint
     if not use_dot:
         return choose(problem, backend, use_dot), "default rule"
     if lab is None:

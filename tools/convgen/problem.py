@@ -238,10 +238,17 @@ def make_problem(*, direction: Direction | str, dtype: ElemType, n: int, g: int,
                     stride[0], stride[1], dilation[0], dilation[1], *pad, layouts=lays,
                     di=di, z=z, stride_d=stride_d, dil_d=dil_d, pad_d_l=pad_d_l, pad_d_r=pad_d_r)
     if p.ho < 1 or p.wo < 1 or p.do < 1:
-        eff_h, eff_w = p.dil_h * (y - 1) + 1, p.dil_w * (x - 1) + 1
-        raise ConvgenError(
-            f"empty output ({p.ho}x{p.wo}, depth {p.do}): dilated filter {eff_h}x{eff_w} is "
-            f"larger than the padded input {hi + pad[0] + pad[1]}x{wi + pad[2] + pad[3]}")
+        # name the dimensions that come out empty, with the filter and input extents there
+        eff = {"depth": dil_d * (z - 1) + 1, "rows": p.dil_h * (y - 1) + 1,
+               "columns": p.dil_w * (x - 1) + 1}
+        padded = {"depth": di + pad_d_l + pad_d_r, "rows": hi + pad[0] + pad[1],
+                  "columns": wi + pad[2] + pad[3]}
+        empty = [d for d, o in (("depth", p.do), ("rows", p.ho), ("columns", p.wo)) if o < 1]
+        shape = f"{p.ho}x{p.wo}" + (f", depth {p.do}" if three_d else "")
+        raise ConvgenError(f"empty output ({shape}): the dilated filter's "
+                           + " and ".join(f"{d} {eff[d]}" for d in empty)
+                           + f" {'is' if len(empty) == 1 else 'are'} more than the padded input's "
+                           + " and ".join(str(padded[d]) for d in empty))
     for t in LOGICAL:
         size = p.elements(t)
         if size > MAX_ELEMENTS:

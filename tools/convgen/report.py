@@ -358,7 +358,10 @@ def write_atomic(path: str, write: Callable, suffix: str = "") -> None:
     """Call write(temp_path), then rename the temp file onto `path`: the file is whole or
     absent, never half-written; the temp file is removed on any failure."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".convgen-", suffix=suffix, dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".convgen-", suffix=suffix, dir=folder)
+    except OSError as e:   # name the file the user asked for, not the temp file
+        raise OSError(e.errno, e.strerror, path) from e
     os.close(fd)
     try:
         write(tmp)

@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import tempfile
 import statistics
 
 from convgen import REPO_ROOT
@@ -568,6 +569,13 @@ def main(v: dict) -> int:
         data_dir = v.get("data_dir", v.get("out", REPORT_DIR))
     if doc:
         read_doc(doc)   # a page that cannot be filled stops the run before any file is written
+    try:   # a folder that cannot be made stops it too (one line, not a traceback)
+        os.makedirs(data_dir, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=data_dir, prefix=".convgen-")
+        probe.close()
+    except OSError as e:
+        field = "data_dir" if "data_dir" in v else "out"
+        raise ConvgenError(f"cannot write into '{data_dir}': {e.strerror or e}", field=field) from None
     results = v.get("results") or sorted(p for p in glob.glob(os.path.join(study.RESULTS_DIR, "*.jsonl"))
                                          if not p.endswith("-small.jsonl"))
     ours = study.read_results(results)

@@ -740,11 +740,12 @@ class Model:
 
 def resolve(given: str | None, arch: str) -> str | None:
     """The model file a run uses: `given` ("" for the default: $CONVGEN_SELECTOR, else
-    tuning/models/<arch>.json; None for none). A default that does not exist is none."""
+    tuning/models/<arch>.json; None for none). The shipped default that does not exist is
+    none; a file named by -selector or $CONVGEN_SELECTOR must exist (model_for says so)."""
     if given is None:
         return None
     path = given or os.environ.get("CONVGEN_SELECTOR") or os.path.join(MODELS_DIR, f"{arch}.json")
-    if not given and not os.path.exists(path):
+    if not given and not os.environ.get("CONVGEN_SELECTOR") and not os.path.exists(path):
         return None
     return path
 
@@ -791,6 +792,10 @@ def model_for(problem, backend, given: str | None):
         model = load(path)
     except ImportError:
         return None, None, "the selector needs lightgbm, which is not installed"
+    except ConvgenError as e:
+        if not given:   # the path came from $CONVGEN_SELECTOR, not from -selector
+            raise ConvgenError(f"$CONVGEN_SELECTOR: {e}") from None
+        raise
     if model.arch != backend.arch:
         raise ConvgenError(f"selector model '{path}' is for {model.arch}, not {backend.arch}",
                            field="selector")
@@ -1265,9 +1270,15 @@ def main(command: str, args: dict) -> int:
     if args["folds"] < 2:   # one fold would hold everything out and train on nothing
         raise ConvgenError(f"cross-validation needs at least 2 folds, not {args['folds']}",
                            field="folds")
+    if _lightgbm() is None:   # before the minutes a large database takes to read
+        raise ConvgenError(f"{command} needs the lightgbm package (pip install -c "
+                           "constraints.txt lightgbm)")
     problems = load_dataset(args["db"], args["arch"])
     if not problems:
-        raise ConvgenError(f"the tuning database '{args['db']}' has no measurements on {args['arch']}")
+        raise ConvgenError(f"the tuning database '{args['db']}' has no problem on {args['arch']} "
+                           "whose whole tuning space is measured (a best of `convgen tune --top` "
+                           "or --max-configs alone teaches nothing; `convgen tuning-stats` "
+                           "counts what there is)")
     test = (on_device(problems, args["test_device"], "test_device")
             if args["test_device"] is not None else None)
     problems = on_device(problems, args["device"], "device")
