@@ -48,6 +48,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import lit.formats
 import lit.util
@@ -80,6 +81,11 @@ DEFAULTS = {
     "exec_root": "",
 }
 IGNORED_ABS_THRESHOLD = "1000"   # E2E_IGNORE_MAXABSDIFF, as in the study's example
+
+# a --param the suite does not know changes nothing: say so (nigthly=1 would otherwise run
+# the PR set and look like a nightly run)
+for _name in sorted(set(lit_config.params) - set(DEFAULTS)):
+    lit_config.warning("unknown --param %s: the suite's are %s" % (_name, ", ".join(sorted(DEFAULTS))))
 
 
 def setting(name):
@@ -133,6 +139,13 @@ else:
 cache_dir = getattr(config, "e2e_cache_dir", None) or os.path.join(output_dir, "triton-cache")
 if setting("exec_root"):
     config.test_exec_root = os.path.abspath(setting("exec_root"))
+    # every test's Output/ folder goes below it: one that cannot be made would leave every
+    # test UNRESOLVED with the reason shown only under -v
+    try:
+        os.makedirs(config.test_exec_root, exist_ok=True)
+        tempfile.TemporaryFile(dir=config.test_exec_root).close()
+    except OSError as e:
+        lit_config.fatal("exec_root=%r: cannot write there: %s" % (setting("exec_root"), e.strerror or e))
 
 # --- environment -----------------------------------------------------------
 # lit hands tests only a few variables (PATH, HOME, TMPDIR, ...): pass on what

@@ -32,6 +32,7 @@ import torch  # noqa: E402,F401  (a convgen run has it imported before the selec
 from convgen import dtypes, report  # noqa: E402
 from convtune import commands as lab_commands  # noqa: E402
 from convtune import models, selector  # noqa: E402
+from convtune import dataset, features  # noqa: E402
 from convgen.backend import current  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
 from convgen.problem import make_problem  # noqa: E402
@@ -57,13 +58,13 @@ def _stages(problems, be, path) -> dict:
     from convgen.kernels import config as kconfig
     from convtune import space as tuning_space
     model = selector.load(path)
-    dev = selector.device_of(be)
+    dev = features.device_of(be)
     spent = dict.fromkeys(("space", "features", "pick"), 0.0)
     for p in problems:
         t0 = time.perf_counter()
         space = tuning_space.configs(p, be)   # as selector.choose builds it
         t1 = time.perf_counter()
-        x = np.asarray(selector.feature_rows(p, space, dev), dtype=np.float64)
+        x = np.asarray(features.feature_rows(p, space, dev), dtype=np.float64)
         t2 = time.perf_counter()
         selector.pick_runnable(model, p, be, space, x)
         t3 = time.perf_counter()
@@ -80,7 +81,7 @@ def main() -> int:
     args = ap.parse_args()
     if bool(args.arch) != bool(args.device):
         sys.exit("bench_selector: --arch and --device go together")
-    be = current() if not args.arch else selector.offline_backend(args.arch, args.device)
+    be = current() if not args.arch else dataset.offline_backend(args.arch, args.device)
     path = selector.resolve("", be.arch)
     if path is None:
         sys.exit(f"bench_selector: no model for {be.arch} in {selector.MODELS_DIR}")

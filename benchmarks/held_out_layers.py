@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convtune import selector, tuning_db  # noqa: E402
+from convtune import dataset, evaluation  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 
@@ -35,7 +36,7 @@ def layer(text: str) -> tuple[int, int, int]:
     return c, k, h
 
 
-def of_layers(prob: selector.Problem, layers: set) -> bool:
+def of_layers(prob: dataset.Problem, layers: set) -> bool:
     q = prob.problem
     return q.g == 1 and (q.y, q.x) == (1, 1) and (q.c, q.k, q.hi) in layers
 
@@ -50,10 +51,10 @@ def main() -> int:
     ap.add_argument("--test_device", default="NVIDIA H100 80GB HBM3")
     args = ap.parse_args()
     held, dropped = set(args.hold), set(args.drop)
-    problems = selector.load_dataset(tuning_db.resolve(args.db), "sm90")
+    problems = dataset.load_dataset(tuning_db.resolve(args.db), "sm90")
     train = [p for p in problems if not of_layers(p, held | dropped)]
     # a GPU the database lacks: one error line
-    judged = [p for p in selector.on_device(problems, args.test_device, "test_device")
+    judged = [p for p in evaluation.on_device(problems, args.test_device, "test_device")
               if of_layers(p, held)]
     if not judged:
         raise ConvgenError(f"no problem of those layers measured on {args.test_device}", field="hold")

@@ -14,7 +14,7 @@ kinds of rule try to reach it (docs/config-selection.md, "Model settings"):
 - the speed model breaking near ties: the ranking's second where its score is within a
   gap of the first's and the speed model predicts it faster by a margin.
 
-For each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds), one
+For each of the 1 + N assignments of the shapes to 5 folds (evaluation.group_folds), one
 model per fold (selector.train, on every GPU's problems of the other folds) orders the
 candidates of each held-out problem of --device (selector.Model.order_rows, as a run
 does, no validation); every rule picks from that order. Prints each rule's mean, P10 and
@@ -31,12 +31,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convtune import selector as S, tuning_db  # noqa: E402
+from convtune import dataset, evaluation, features  # noqa: E402
 from convgen.errors import script_main  # noqa: E402
 
 FIRST = 8   # how far down the model's order any rule looks
 
 
-def layer_of(p: S.Problem) -> tuple:
+def layer_of(p: dataset.Problem) -> tuple:
     """A problem's GPU, direction, type and layouts, and its layer (the shape less its batch)."""
     return (p.device.name,) + p.key[:3] + p.layer
 
@@ -88,14 +89,14 @@ def main() -> int:
     ap.add_argument("--shuffles", type=int, default=0, help="seeded assignments after the canonical one")
     ap.add_argument("--db", default="", help="the tuning database (default: the local store of tuning/data)")
     args = ap.parse_args()
-    probs = S.load_dataset(tuning_db.resolve(args.db), "sm90")
-    judged = S.on_device(probs, args.device, "device")   # one it lacks: one error line
+    probs = dataset.load_dataset(tuning_db.resolve(args.db), "sm90")
+    judged = evaluation.on_device(probs, args.device, "device")   # one it lacks: one error line
     picks = rules()
     runs = {name: [] for name in picks}
     t0 = time.time()
-    for seed in S.assignments(args.shuffles):
+    for seed in evaluation.assignments(args.shuffles):
         effs = {name: [] for name in picks}
-        for _, train_ix, test_ix in S.fold_splits(probs, 5, "shape", seed, judged):
+        for _, train_ix, test_ix in evaluation.fold_splits(probs, 5, "shape", seed, judged):
             train = [probs[i] for i in train_ix]
             model = S.Model.of(S.train(train), {"arch": "sm90"})
             measured = {}   # layer -> {batch: {config: efficiency}}, of the training folds alone
@@ -104,7 +105,7 @@ def main() -> int:
                     c.describe(): t / p.best for c, t in zip(p.configs, p.tflops)}
             for p in (judged[i] for i in test_ix):
                 direction = p.problem.direction.name
-                allowed, x = p.candidate_rows   # a float64 array (selector.feature_rows)
+                allowed, x = p.candidate_rows   # a float64 array (features.feature_rows)
                 rows = list(itertools.islice(model.order_rows(direction, x), FIRST))
                 order = [p.configs[allowed[i]].describe() for i in rows]
                 rank = model.booster(direction).predict(x[rows])
@@ -115,10 +116,10 @@ def main() -> int:
                     i = allowed[rows[pick(order, nb, n, rank, speed)]]
                     effs[name].append((direction, p.tflops[i] / p.best))
         for name in picks:
-            runs[name].append(S.direction_summaries(effs[name]))
+            runs[name].append(evaluation.direction_summaries(effs[name]))
         print(f"# assignment {'canonical' if seed is None else seed}: {time.time() - t0:.0f} s", flush=True)
     for name in picks:
-        print(f"{name}: {1 + args.shuffles} assignments", S.averaged_percent(runs[name]), flush=True)
+        print(f"{name}: {1 + args.shuffles} assignments", evaluation.averaged_percent(runs[name]), flush=True)
     return 0
 
 

@@ -10,7 +10,7 @@ summed; LightGBM's seeds set per member) and "_qw" (["near", a]: each problem's 
 weighted 1 + a / its configs within 5% of its best; ["gap", a]: 1 + a x (1 - its second
 best / its best); ["top5", a]: 1 + a x (1 - the mean of the next five / its best), against
 the unweighted rows). --test_device judges only that GPU's
-held-out problems. Each of the 1 + N assignments of the shapes to 5 folds (selector.group_folds)
+held-out problems. Each of the 1 + N assignments of the shapes to 5 folds (evaluation.group_folds)
 trains on four folds and picks, for every held-out problem, the config of the highest
 score among its rankable configs of short chains (no prefilter, no validation: the
 parameters are compared, not a run's pick reproduced). Prints the mean, P10 and min of
@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import numpy as np  # noqa: E402
 
 from convtune import selector as S, tuning_db  # noqa: E402
+from convtune import dataset, evaluation, features  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("params", nargs="?", default="{}")
     ap.add_argument("--shuffles", type=int, default=6)
-    ap.add_argument("--group", default="shape", choices=sorted(S.GROUPINGS))
+    ap.add_argument("--group", default="shape", choices=sorted(dataset.GROUPINGS))
     ap.add_argument("--db", default="", help="the tuning database (default: the local store of tuning/data)")
     ap.add_argument("--test_device", help="judge only this GPU's held-out problems (every "
                     "device's still train), as eval-selector --test_device does")
@@ -71,9 +72,9 @@ def main() -> int:
         raise ConvgenError(f"_qw: expected [{' | '.join(map(json.dumps, QUERY_WEIGHTS))}, a number], "
                           f"got {json.dumps(qw)}")
     params = {**S.RANK_PARAMS, **variant}
-    probs = S.load_dataset(tuning_db.resolve(args.db), "sm90")
+    probs = dataset.load_dataset(tuning_db.resolve(args.db), "sm90")
     # the held-out problems whose picks count (all, or one GPU's; one it lacks: one error line)
-    judged = S.on_device(probs, args.test_device, "test_device")
+    judged = evaluation.on_device(probs, args.test_device, "test_device")
     x_all, _, relevance, groups = S._matrix(probs)
     starts = np.concatenate([[0], np.cumsum(groups)])
     # a query's weight, on each of its rows: None, or from how few of its configs come near its best
@@ -84,13 +85,13 @@ def main() -> int:
             weight[starts[i]:starts[i + 1]] = query_weight(*qw, prob.tflops)
     t0 = time.time()
     runs = []   # direction_summaries of each assignment
-    for seed in S.assignments(args.shuffles):
+    for seed in evaluation.assignments(args.shuffles):
         effs = []
-        for _, train, test_ix in S.fold_splits(probs, 5, args.group, seed, judged):
+        for _, train, test_ix in evaluation.fold_splits(probs, 5, args.group, seed, judged):
             rows = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in train])
             data = lgb.Dataset(x_all[rows], relevance[rows], group=[groups[i] for i in train],
                                weight=None if weight is None else weight[rows],
-                               feature_name=list(S.FEATURE_NAMES))
+                               feature_name=list(features.FEATURE_NAMES))
             # an ensemble's members differ by their seeds; a lone model keeps RANK_PARAMS'
             seeds = [{"seed": 1 + k, "bagging_seed": 1 + k, "feature_fraction_seed": 1 + k}
                      for k in range(ens)] if ens > 1 else [{}]
@@ -99,8 +100,8 @@ def main() -> int:
                 allowed, x = prob.candidate_rows
                 j = int(np.argmax(sum(b.predict(x) for b in boosters)))
                 effs.append((prob.problem.direction.name, prob.tflops[allowed[j]] / prob.best))
-        runs.append(S.direction_summaries(effs))
-    print(args.params, args.group, *([args.test_device] if args.test_device else []), 1 + args.shuffles, "assignments", S.averaged_percent(runs), f"{time.time() - t0:.0f}s", flush=True)
+        runs.append(evaluation.direction_summaries(effs))
+    print(args.params, args.group, *([args.test_device] if args.test_device else []), 1 + args.shuffles, "assignments", evaluation.averaged_percent(runs), f"{time.time() - t0:.0f}s", flush=True)
     return 0
 
 

@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convgen import report  # noqa: E402
 from convtune import selector, tuning_db  # noqa: E402
+from convtune import dataset, evaluation  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
 from convtune.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key  # noqa: E402
 
@@ -66,7 +67,7 @@ def compare(top_path: str, whole_path: str, model_path: str, skipped: list | Non
             measured = top.measured(key)
             top_times = {c: ms for c, (status, ms, _) in measured.items() if status == "ok"}
             p = problem_from_key(key)
-            order, _ = selector.ranked(p, selector.offline_backend(key["arch"], key["device"]),
+            order, _ = selector.ranked(p, dataset.offline_backend(key["arch"], key["device"]),
                                        model_path)
             k = len(measured)
             first = [c.describe() for c in order[:k]]
@@ -114,7 +115,7 @@ def main() -> int:
     print("| --- | ---: | --- | --- | --- |")
     for name in ("overall", "fwd", "bwd_data", "bwd_weight"):
         mine = [r for r in rows if name in ("overall", r["direction"])]
-        table[name] = {w: selector._summary([r[w] for r in mine]) for w in ("pick", "top", "top_own_time")}
+        table[name] = {w: evaluation._summary([r[w] for r in mine]) for w in ("pick", "top", "top_own_time")}
         cells = [" / ".join(f"{100 * s[v]:.1f}%" for v in ("mean", "p10", "min")) if s["count"] else "-"
                  for s in table[name].values()]
         print(f"| {name} | {len(mine)} | " + " | ".join(cells) + " |")

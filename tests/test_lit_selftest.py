@@ -147,6 +147,21 @@ def test_bad_params_are_fatal(tmp_path, param):
     assert "fatal" in out and param.split("=")[0] in out, out
 
 
+def test_an_unknown_param_is_named(tmp_path):
+    suite = make_suite(tmp_path / "s", {"subst.mlir": ECHO_SUBST})
+    rc, out = run_lit("--param", "nigthly=1", suite)
+    assert rc == 0, out
+    assert "warning: unknown --param nigthly: the suite's are" in out and "nightly" in out, out
+
+
+def test_an_exec_root_that_cannot_be_made_is_fatal(tmp_path):
+    suite = make_suite(tmp_path / "s", {"subst.mlir": ECHO_SUBST})
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    rc, out = run_lit("--param", f"exec_root={blocker / 'out'}", suite)
+    assert rc != 0 and "fatal: exec_root=" in out and "cannot write there" in out, out
+
+
 def test_features(tmp_path):
     suite = make_suite(tmp_path / "s", {
         "interp.mlir": "// REQUIRES: interpreter\n// RUN: echo ok | FileCheck %s\n// CHECK: ok\n",

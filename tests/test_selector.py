@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from convtune import selector
+from convtune import dataset, evaluation, features
 from convgen.backend import Backend
 from convgen import picks
 from convgen.errors import ConvgenError
@@ -54,7 +55,7 @@ def db(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def problems(db):
-    return selector.load_dataset(db, "sm90")
+    return dataset.load_dataset(db, "sm90")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def test_a_finished_retime_drops_the_fast_per_launch_rows_it_left(tmp_path):
              "c": 64, "k": 64, "g": 1, "h": 56, "w": 56, "y": 1, "x": 1, "stride_h": 1,
              "stride_w": 1, "pad": "0,0,0,0", "dil_h": 1, "dil_w": 1}
     p = problem_from_key(shape)
-    space = [c.describe() for c in tuning_space.configs(p, selector._backend_for("sm90"))]
+    space = [c.describe() for c in tuning_space.configs(p, dataset._backend_for("sm90"))]
     old_fast, old_slow, old_failed, old_wrong = (
         f"block_m=64,block_n=64,block_k=128,num_warps={w},num_stages=3,split={s},group_m=8,tma=1"
         for w, s in ((4, 14), (4, 56), (8, 14), (8, 56)))
@@ -115,7 +116,7 @@ def test_a_finished_retime_drops_the_fast_per_launch_rows_it_left(tmp_path):
         con.executemany("UPDATE measurements SET measured_at = ? WHERE c = ? AND config = ?",
                         [(r["at"], r["c"], r["config"]) for r in done + partial + untouched])
     kept = {q.problem.c: {cfg.describe() for cfg in q.configs}
-            for q in selector.load_dataset(db, "sm90")}
+            for q in dataset.load_dataset(db, "sm90")}
     everything = set(space) | {t for t, _, _ in old}
     assert kept[64] == everything - {old_fast}
     assert kept[128] == kept[32] == everything
@@ -132,8 +133,8 @@ def test_a_problem_whose_tuning_was_stopped_part_way_is_not_data(tmp_path):
     stopped = _build_db(tmp_path / "stopped.sqlite", others)
     _build_db(tmp_path / "stopped.sqlite", same[:2], finished=False)   # 2 configs, no best
     assert len(same) > 2
-    every = {q.key for q in selector.load_dataset(finished, "sm90")}
-    left = {q.key for q in selector.load_dataset(stopped, "sm90")}
+    every = {q.key for q in dataset.load_dataset(finished, "sm90")}
+    left = {q.key for q in dataset.load_dataset(stopped, "sm90")}
     [gone] = every - left
     assert left < every and gone[0] == first["direction"]
 
@@ -152,10 +153,10 @@ def test_a_best_of_a_few_configs_is_not_data(tmp_path):
         db.set_best(key, ok[0]["config"], ok[0]["ms"], ok[0]["tflops"], "fixture",
                     searched="the first 2 of 40 ranked by sm90.json")
         assert db.best(key).searched == "the first 2 of 40 ranked by sm90.json"
-    few = {q.key for q in selector.load_dataset(path, "sm90")}
+    few = {q.key for q in dataset.load_dataset(path, "sm90")}
     with TuningDB(path) as db:   # the same best, of the whole space
         db.set_best(key, ok[0]["config"], ok[0]["ms"], ok[0]["tflops"], "fixture")
-    every = {q.key for q in selector.load_dataset(path, "sm90")}
+    every = {q.key for q in dataset.load_dataset(path, "sm90")}
     [gone] = every - few
     assert few < every and gone[0] == first["direction"]
 
@@ -163,9 +164,9 @@ def test_a_best_of_a_few_configs_is_not_data(tmp_path):
 def test_ranked_is_what_a_selection_may_pick_in_the_order_it_asks(tmp_path, problems, model, on_h100):
     path = str(tmp_path / "sm90.json")
     model.save(path)
-    dev = selector.Device("sm90", H100["device"])
+    dev = features.Device("sm90", H100["device"])
     checked = 0
-    for direction in selector.DIRECTIONS:
+    for direction in features.DIRECTIONS:
         for prob in [p for p in problems if p.problem.direction.name == direction][:3]:
             order, used = selector.ranked(prob.problem, SM90, path)
             assert used == path and order
@@ -173,11 +174,11 @@ def test_ranked_is_what_a_selection_may_pick_in_the_order_it_asks(tmp_path, prob
             assert order[0] == cfg   # the pick first
             space = tuning_space.configs(prob.problem, SM90)
             valid = [c for c in space if selector.runs_here(c, prob.problem, SM90)]
-            allowed = [c for c in valid if selector.short_chain(prob.problem, c)] or valid
+            allowed = [c for c in valid if dataset.short_chain(prob.problem, c)] or valid
             assert sorted(c.describe() for c in order) == sorted(c.describe() for c in allowed)
             # the kept first, each part in the whole model's order
             import numpy as np
-            x = np.asarray(selector.feature_rows(prob.problem, space, dev))
+            x = np.asarray(features.feature_rows(prob.problem, space, dev))
             booster = model.booster(None)
             full = booster.predict(x)
             index = {c.describe(): i for i, c in enumerate(space)}
@@ -191,7 +192,7 @@ def test_ranked_is_what_a_selection_may_pick_in_the_order_it_asks(tmp_path, prob
             checked += 1
     assert checked == 9
     # a family the model leaves to the rule: the rule's config first, as a run takes it
-    prob = next(p for p in problems if "1x1" in selector.families(p))
+    prob = next(p for p in problems if "1x1" in dataset.families(p))
     keeps = str(tmp_path / "keeps.json")
     selector.Model(model.texts, {"arch": "sm90", "rule_families": ["1x1"]}).save(keeps)
     order, _ = selector.ranked(prob.problem, SM90, keeps)
@@ -234,10 +235,10 @@ def test_tune_top_measures_the_models_first_few_and_marks_its_best(tmp_path, mod
 
 
 def test_features_are_one_row_per_config_in_the_documented_order(problems):
-    names = [n for n, _ in selector.FEATURES]
+    names = [n for n, _ in features.FEATURES]
     assert len(names) == len(set(names))
     prob = problems[0]
-    row = selector.features(prob.problem, prob.configs[0], prob.device)
+    row = features.features(prob.problem, prob.configs[0], prob.device)
     assert len(row) == len(names)
     assert all(isinstance(v, (int, float)) for v in row)
     by_name = dict(zip(names, row))
@@ -255,7 +256,7 @@ def test_fill_features_measure_the_partial_tiles():
                      k_total=96, hi=7, wi=7, y=1, x=1,
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
     cfg = kconfig.KernelConfig(block_m=64, block_n=64, block_k=32)
-    f = dict(zip(selector.FEATURE_NAMES, selector.features(p, cfg, selector.Device("sm90", H100["device"]))))
+    f = dict(zip(features.FEATURE_NAMES, features.features(p, cfg, features.Device("sm90", H100["device"]))))
     assert f["fill_m"] == pytest.approx(49 / 64) and f["tiles_m"] == 1
     assert f["fill_n"] == pytest.approx(96 / 128) and f["tiles_n"] == 2
     assert f["programs"] == 2 and f["wave_fill"] == pytest.approx(2 / 132)
@@ -271,18 +272,18 @@ def test_a_gpu_the_table_lacks_is_counted_where_it_runs(monkeypatch):
                      k_total=40, hi=13, wi=13, y=3, x=3, pad=(1, 1, 1, 1),
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
     space = tuning_space.configs(p, SM90)
-    listed = selector.feature_rows(p, space, selector.Device("sm90", H100["device"]))
-    be = selector.offline_backend("sm90", "NVIDIA H100 SXM5 94GB")
+    listed = features.feature_rows(p, space, features.Device("sm90", H100["device"]))
+    be = dataset.offline_backend("sm90", "NVIDIA H100 SXM5 94GB")
     assert be.units() == 0   # not at hand: torch is not asked
-    offline = selector.feature_rows(p, space, selector.device_of(be))
-    assert set(offline[:, selector.FEATURE_NAMES.index("units")]) == {0}
+    offline = features.feature_rows(p, space, features.device_of(be))
+    assert set(offline[:, features.FEATURE_NAMES.index("units")]) == {0}
     assert not (offline == listed).all()
     monkeypatch.setattr(type(be), "units", lambda self: 132)   # as the GPU counts its SMs
-    dev = selector.device_of(be)
-    assert dev == selector.Device("sm90", "NVIDIA H100 SXM5 94GB", 132) and dev.units == 132
-    assert (selector.feature_rows(p, space, dev) == listed).all()
+    dev = features.device_of(be)
+    assert dev == features.Device("sm90", "NVIDIA H100 SXM5 94GB", 132) and dev.units == 132
+    assert (features.feature_rows(p, space, dev) == listed).all()
     # the table wins over a count where both are known (the name is the database's key)
-    assert selector.Device("sm90", H100["device"], 114).units == 132
+    assert features.Device("sm90", H100["device"], 114).units == 132
 
 
 @pytest.mark.parametrize("tile,arch,want", [
@@ -307,7 +308,7 @@ def test_occupancy_is_the_tightest_of_shared_memory_warps_and_registers(tile, ar
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})
     bm, bn, bk, warps, stages = tile
     cfg = kconfig.KernelConfig(block_m=bm, block_n=bn, block_k=bk, num_warps=warps, num_stages=stages)
-    f = dict(zip(selector.FEATURE_NAMES, selector.features(p, cfg, selector.Device(arch, "a GPU"))))
+    f = dict(zip(features.FEATURE_NAMES, features.features(p, cfg, features.Device(arch, "a GPU"))))
     assert f["occupancy"] == want
     assert f["smem_kb"] == stages * (bm + bn) * bk * 2 / 1024
 
@@ -329,16 +330,16 @@ def test_stream_k_and_tail_partials_count_the_pieces_their_kernels_share(n, hw, 
         programs, per, tiles, tile_steps = geometry.streamk_steps(p, cfg, units)
         work = tiles * tile_steps
         inside = sum(1 for i in range(1, programs) if i * per < work and i * per % tile_steps)
-        assert selector.streamk_partials(p, cfg, units) == (programs, inside)
+        assert features.streamk_partials(p, cfg, units) == (programs, inside)
         checked += 1
     assert checked
     fwd = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=n, g=1, c_total=512,
                        k_total=512, hi=hw, wi=hw, y=3, x=3, pad=(1, 1, 1, 1), layouts=lay)
-    dev = selector.Device("sm90", H100["device"])
+    dev = features.Device("sm90", H100["device"])
     tails = [c for c in tuning_space.configs(fwd, be) if c.tail]
     assert tails
     for cfg in tails:
-        f = dict(zip(selector.FEATURE_NAMES, selector.features(fwd, cfg, dev)))
+        f = dict(zip(features.FEATURE_NAMES, features.features(fwd, cfg, dev)))
         tiles = f["tiles_m"] * f["tiles_n"]
         left = tiles % 132
         assert f["extra_mb"] == pytest.approx(2 * 4 * cfg.block_m * cfg.block_n * left * (cfg.tail - 1) / 1e6)
@@ -354,12 +355,12 @@ def test_split_and_folded_configs_features_follow_their_kernels():
     from convgen.kernels import s2d
     from convgen.problem import make_problem
     lay = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
-    dev = selector.Device("sm90", H100["device"])
+    dev = features.Device("sm90", H100["device"])
     p = make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=3, g=1, c_total=40,
                      k_total=72, hi=13, wi=11, y=3, x=3, pad=(1, 1, 1, 1), layouts=lay)
     for split in (1, 4):
         cfg = kconfig.choose(p, SM90, True, {"block_m": 64, "block_n": 64, "block_k": 32, "split": split})
-        f = dict(zip(selector.FEATURE_NAMES, selector.features(p, cfg, dev)))
+        f = dict(zip(features.FEATURE_NAMES, features.features(p, cfg, dev)))
         m, _, r = p.gemm
         walk = p.direction.tile_k(p)
         parts = geometry.split_parts(p, cfg)[0] if split > 1 else 1
@@ -373,7 +374,7 @@ def test_split_and_folded_configs_features_follow_their_kernels():
                         k_total=32, hi=17, wi=17, y=3, x=3, stride=(2, 2), pad=(1, 1, 1, 1), layouts=lay)
     cfg = kconfig.choose(stem, SM90, True, {"s2d": 1})
     q = s2d.inner_problem(stem, 1)
-    f = dict(zip(selector.FEATURE_NAMES, selector.features(stem, cfg, dev)))
+    f = dict(zip(features.FEATURE_NAMES, features.features(stem, cfg, dev)))
     assert f["s2d"] == 1 and f["tiles_m"] == math.ceil(q.gemm[0] / cfg.block_m)
     assert f["launches"] == 3   # the fold copies the input and the filter, then the conv
     assert f["log_flops_per_launch"] == math.log2(stem.flops / 3)
@@ -391,14 +392,14 @@ def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_align
     from convgen.kernels import s2d
     from convgen.problem import make_problem
     lay = {"input": "nhwc", "filter": "kyxc", "output": "nhwk"}
-    dev = selector.Device("sm90", H100["device"])
+    dev = features.Device("sm90", H100["device"])
 
     def problem(c, k, **kw):
         return make_problem(direction="bwd_weight", dtype=dtypes.elem_type("f16"), n=2, g=1,
                             c_total=c, k_total=k, hi=7, wi=7, y=1, x=1, layouts=lay, **kw)
 
     def marks_of(p, configs):
-        column = selector.feature_rows(p, configs, dev)[:, selector.FEATURE_NAMES.index("scalar_loads")]
+        column = features.feature_rows(p, configs, dev)[:, features.FEATURE_NAMES.index("scalar_loads")]
         return {(bool(c.tma), int(v)) for c, v in zip(configs, column)}
 
     def marks(p):
@@ -407,27 +408,27 @@ def test_scalar_loads_marks_pointer_configs_on_strides_triton_cannot_prove_align
     assert marks(problem(144, 48)) == {(False, 0), (True, 0)}
     # the same pointer tile issues 8 times the loads where they are one f16 each
     cfg = kconfig.KernelConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3, split=4)
-    loads = [dict(zip(selector.FEATURE_NAMES, selector.features(problem(144, k), cfg, dev)))["loads_per_thread"]
+    loads = [dict(zip(features.FEATURE_NAMES, features.features(problem(144, k), cfg, dev)))["loads_per_thread"]
              for k in (40, 48)]
     assert loads == [(64 + 64) * 64 / 1 / 128, (64 + 64) * 64 / 8 / 128]
-    assert selector.unaligned_strides(problem(40, 144))   # the input's and the filter's rows
-    assert not selector.unaligned_strides(problem(48, 144))
+    assert features.unaligned_strides(problem(40, 144))   # the input's and the filter's rows
+    assert not features.unaligned_strides(problem(48, 144))
     stem = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=2, g=1, c_total=4,
                         k_total=32, hi=16, wi=16, y=4, x=4, stride=(4, 4), layouts=lay)
-    assert selector.unaligned_strides(stem)
-    assert not selector.unaligned_strides(s2d.inner_problem(stem, 1))   # 64 folded channels
+    assert features.unaligned_strides(stem)
+    assert not features.unaligned_strides(s2d.inner_problem(stem, 1))   # 64 folded channels
     # s2d=2 reads its input through overlapping columns 4 x 5 channels apart, though the
     # folded problem's dense strides are multiples of 16: its pointer configs are marked
     odd = make_problem(direction="fwd", dtype=dtypes.elem_type("f32"), n=2, g=1, c_total=5,
                        k_total=32, hi=20, wi=20, y=7, x=7, stride=(2, 2), pad=(3, 3, 3, 3),
                        layouts=lay)
-    assert not selector.unaligned_strides(s2d.inner_problem(odd, 2))
+    assert not features.unaligned_strides(s2d.inner_problem(odd, 2))
     folded = [c for c in tuning_space.configs(odd, SM90) if c.s2d == 2]
     assert folded and marks_of(odd, folded) == {(False, 1)}
 
 
 def test_folds_never_split_a_shape(problems):
-    folds = selector.group_folds(problems, 5)
+    folds = evaluation.group_folds(problems, 5)
     fold_of_shape = {}
     for prob, f in zip(problems, folds):
         assert fold_of_shape.setdefault(prob.shape, f) == f, prob.shape
@@ -435,13 +436,13 @@ def test_folds_never_split_a_shape(problems):
     # each direction and type of a shape is the same shape
     assert len(fold_of_shape) < len(problems)
     with pytest.raises(ConvgenError, match="cannot fill"):
-        selector.group_folds(problems, len(fold_of_shape) + 1)
+        evaluation.group_folds(problems, len(fold_of_shape) + 1)
 
 
 def test_shuffled_folds_deal_whole_shapes_otherwise(problems):
-    canonical = selector.group_folds(problems, 5)
-    dealt = [selector.group_folds(problems, 5, shuffle=seed) for seed in (1, 2)]
-    assert dealt[0] == selector.group_folds(problems, 5, shuffle=1)   # a seed is one assignment
+    canonical = evaluation.group_folds(problems, 5)
+    dealt = [evaluation.group_folds(problems, 5, shuffle=seed) for seed in (1, 2)]
+    assert dealt[0] == evaluation.group_folds(problems, 5, shuffle=1)   # a seed is one assignment
     assert dealt[0] != canonical and dealt[0] != dealt[1]
     for folds in dealt:
         fold_of_shape = {}
@@ -454,16 +455,16 @@ def test_shuffled_folds_deal_whole_shapes_otherwise(problems):
 def test_a_group_keeps_its_fold_whatever_else_the_database_holds(problems, group, seed):
     """Two evaluations differ by their data and model, not by a new deal: a group
     added to (or gone from) the database moves no other group to another fold."""
-    key = selector.GROUPINGS[group]
-    whole = dict(zip(map(key, problems), selector.group_folds(problems, 5, group, seed)))
+    key = dataset.GROUPINGS[group]
+    whole = dict(zip(map(key, problems), evaluation.group_folds(problems, 5, group, seed)))
     groups = sorted(whole)
     for kept in (groups[::2], groups[1::2], groups[len(groups) // 3:]):
         part = [p for p in problems if key(p) in set(kept)]
-        assert dict(zip(map(key, part), selector.group_folds(part, 5, group, seed))) == \
+        assert dict(zip(map(key, part), evaluation.group_folds(part, 5, group, seed))) == \
             {g: whole[g] for g in kept}
     # and the order the problems come in does not matter either
     again = list(reversed(problems))
-    assert dict(zip(map(key, again), selector.group_folds(again, 5, group, seed))) == whole
+    assert dict(zip(map(key, again), evaluation.group_folds(again, 5, group, seed))) == whole
 
 
 def test_folds_are_pinned_to_the_keys_text():
@@ -473,35 +474,35 @@ def test_folds_are_pinned_to_the_keys_text():
     keys = [(n, 64, 64, 1, 56, 56, 3, 3, 1, 1, "1,1,1,1", 1, 1) for n in (1, 8, 32, 128, 256)]
     keys.append((256, 512, 512, 32, 14, 14, 3, 3, 1, 1, "1,1,1,1", 1, 1))
     probs = [SimpleNamespace(shape=k) for k in keys]
-    assert selector.group_folds(probs, 5) == [1, 4, 0, 4, 1, 2]
-    assert selector.group_folds(probs, 5, shuffle=1) == [0, 4, 2, 2, 4, 4]
+    assert evaluation.group_folds(probs, 5) == [1, 4, 0, 4, 1, 2]
+    assert evaluation.group_folds(probs, 5, shuffle=1) == [0, 4, 2, 2, 4, 4]
 
 
 def test_cross_validation_skips_a_fold_that_judges_nothing(problems, monkeypatch):
     """Hashed folds of a few groups may leave one empty: no model is trained for it, and
     every problem is still judged once."""
-    fold_of = dict(zip((p.shape for p in problems), selector.group_folds(problems, 4)))
+    fold_of = dict(zip((p.shape for p in problems), evaluation.group_folds(problems, 4)))
     # four shapes none of which hashes to fold 3 (a shape's fold is its own: the stability)
     shapes = sorted(one for one, f in fold_of.items() if f != 3)[:4]
     few = [p for p in problems if p.shape in set(shapes)]
-    folds = selector.group_folds(few, 4)
+    folds = evaluation.group_folds(few, 4)
     assert len(shapes) == 4 and 3 not in folds
     trained = []
     real_train = selector.train
     monkeypatch.setattr(selector, "train", lambda probs, trees: trained.append(len(probs)) or real_train(probs, trees))
-    rows, _ = selector._cross_validate(few, 4, 10, False)
+    rows, _ = evaluation._cross_validate(few, 4, 10, False)
     assert len(trained) == len(set(folds)) < 4   # a model per fold that judges something
     assert sorted(r["problem"] for r in rows) == sorted(p.problem.describe() for p in few)
     assert {r["fold"] for r in rows} == set(folds)
 
 
 def test_fold_splits_hold_out_every_problem_once_and_never_a_trained_shape(problems):
-    """selector.fold_splits, which the evaluation and the benchmarks' loops share."""
-    assert selector.assignments(2) == [None, 1, 2] and selector.assignments(0) == [None]
-    for seed in selector.assignments(1):
-        fold_of = selector.group_folds(problems, 5, shuffle=seed)
+    """evaluation.fold_splits, which the evaluation and the benchmarks' loops share."""
+    assert evaluation.assignments(2) == [None, 1, 2] and evaluation.assignments(0) == [None]
+    for seed in evaluation.assignments(1):
+        fold_of = evaluation.group_folds(problems, 5, shuffle=seed)
         held = []
-        for f, train_ix, test_ix in selector.fold_splits(problems, 5, shuffle=seed):
+        for f, train_ix, test_ix in evaluation.fold_splits(problems, 5, shuffle=seed):
             assert test_ix == [i for i, g in enumerate(fold_of) if g == f]
             assert sorted(train_ix + test_ix) == list(range(len(problems)))
             held += test_ix
@@ -510,7 +511,7 @@ def test_fold_splits_hold_out_every_problem_once_and_never_a_trained_shape(probl
     # fold 0's model, whose training set cannot hold it either
     lone = problems[0].shape
     trained = [p for p in problems if p.shape != lone]
-    folds = list(selector.fold_splits(trained, 5, judged=problems))
+    folds = list(evaluation.fold_splits(trained, 5, judged=problems))
     assert len(folds) == 5
     held = sorted(i for _, _, test_ix in folds for i in test_ix)
     assert held == list(range(len(problems)))
@@ -521,10 +522,10 @@ def test_fold_splits_hold_out_every_problem_once_and_never_a_trained_shape(probl
 
 
 def test_evaluation_over_shuffled_folds_averages_each_assignments_numbers(problems):
-    result = selector.evaluate(problems, folds=3, trees=20, shuffles=2)
+    result = evaluation.evaluate(problems, folds=3, trees=20, shuffles=2)
     shuffled = result["shuffled"]
     assert shuffled["assignments"] == 3 and shuffled["seeds"] == [1, 2]
-    runs = [result["per_problem"]] + [selector._cross_validate(problems, 3, 20, True, "shape", seed)[0]
+    runs = [result["per_problem"]] + [evaluation._cross_validate(problems, 3, 20, True, "shape", seed)[0]
                                       for seed in (1, 2)]
     for name in ("overall", "fwd", "bwd_weight"):
         effs = [[r["selector"] for r in run if name == "overall" or name in r["families"]] for run in runs]
@@ -538,7 +539,7 @@ def test_evaluation_over_shuffled_folds_averages_each_assignments_numbers(proble
 
 
 def test_folds_by_layer_hold_out_a_layer_at_every_batch(problems):
-    folds = selector.group_folds(problems, 5, "layer")
+    folds = evaluation.group_folds(problems, 5, "layer")
     fold_of_layer = {}
     for prob, f in zip(problems, folds):
         assert fold_of_layer.setdefault(prob.layer, f) == f, prob.layer
@@ -548,7 +549,7 @@ def test_folds_by_layer_hold_out_a_layer_at_every_batch(problems):
         batches.setdefault(prob.layer, set()).add(prob.problem.n)
     assert any(len(b) > 1 for b in batches.values())
     assert len(fold_of_layer) < len({p.shape for p in problems})
-    result = selector.evaluate(problems, folds=5, trees=TREES, group="layer")
+    result = evaluation.evaluate(problems, folds=5, trees=TREES, group="layer")
     assert result["group"] == "layer" and result["layers"] == len(fold_of_layer)
     # each problem was judged by the fold that held its whole layer out
     judged_in = {row["problem"]: row["fold"] for row in result["per_problem"]}
@@ -561,7 +562,7 @@ def test_cross_validation_picks_only_what_a_run_could_pick(problems):
     convtune/space.configs dropped it) is no pick in cross-validation either, though it is
     every problem's fastest and the model learnt to like it; it still sets the oracle."""
     import dataclasses
-    be = selector._backend_for("sm90")
+    be = dataset._backend_for("sm90")
     extra, dropped = [], {}
     for prob in problems:
         odd = kconfig.choose(prob.problem, be, True, {"block_m": 64, "block_n": 64, "block_k": 32,
@@ -570,7 +571,7 @@ def test_cross_validation_picks_only_what_a_run_could_pick(problems):
         dropped[prob.problem.describe()] = odd.describe()
         extra.append(dataclasses.replace(prob, configs=[*prob.configs, odd],
                                          tflops=[*prob.tflops, 2 * prob.best]))
-    result = selector.evaluate(extra, folds=3, trees=20)
+    result = evaluation.evaluate(extra, folds=3, trees=20)
     assert result["per_problem"]
     for row in result["per_problem"]:
         assert row["chosen"] != dropped[row["problem"]]
@@ -579,7 +580,7 @@ def test_cross_validation_picks_only_what_a_run_could_pick(problems):
 
 def test_evaluation_reports_efficiency_against_the_oracle(problems):
     import numpy as np
-    result = selector.evaluate(problems, folds=5, trees=TREES)
+    result = evaluation.evaluate(problems, folds=5, trees=TREES)
     assert result["problems"] == len(problems) and result["rows"] == sum(len(p.configs) for p in problems)
     for who in ("selector", "model", "rule", "single"):
         s = result["families"]["overall"][who]
@@ -612,10 +613,10 @@ def test_evaluation_reports_efficiency_against_the_oracle(problems):
     # timing the model's first K: the pick is among them, more can only help, and the
     # summary is of these rows
     for row in result["per_problem"]:
-        top = [row["timed_top"][str(k)] for k in selector.TOP_KS]
+        top = [row["timed_top"][str(k)] for k in evaluation.TOP_KS]
         assert row["model"] <= top[0] and top == sorted(top) and top[-1] <= 1
     assert any(row["timed_top"]["8"] > row["model"] for row in result["per_problem"])
-    for k in map(str, selector.TOP_KS):
+    for k in map(str, evaluation.TOP_KS):
         effs = [r["timed_top"][k] for r in result["per_problem"]]
         assert result["timed_top"][k]["overall"]["mean"] == pytest.approx(float(np.mean(effs)))
         assert result["timed_top"][k]["overall"]["min"] == min(effs)
@@ -623,7 +624,7 @@ def test_evaluation_reports_efficiency_against_the_oracle(problems):
         assert result["timed_top"][k]["fwd"]["count"] == len(fwd)
     # a direction the data lacks has no row, and the shuffled means still come out
     fwd_only = [p for p in problems if p.problem.direction.name == "fwd"]
-    shuffled = selector.evaluate(fwd_only, folds=3, trees=5, shuffles=1)
+    shuffled = evaluation.evaluate(fwd_only, folds=3, trees=5, shuffles=1)
     assert set(shuffled["shuffled"]["timed_top"]["2"]) == {"overall", "fwd"}
 
 
@@ -658,7 +659,7 @@ def test_a_pick_is_the_whole_models_best_of_what_the_first_trees_rank_first(prob
     ranked_first = 0
     for prob in problems[::5]:
         d = prob.problem.direction.name
-        x = np.asarray(selector.feature_rows(prob.problem, prob.configs, prob.device))
+        x = np.asarray(features.feature_rows(prob.problem, prob.configs, prob.device))
         booster = model.booster(d)
         index, predicted = model.pick(prob.problem, prob.configs, prob.device)
         full = booster.predict(x)
@@ -684,7 +685,7 @@ def test_a_pick_asks_only_what_it_needs_and_takes_the_best_accepted(problems, mo
     monkeypatch.setattr(selector, "PREFILTER_KEEP", 4)
     prob = max(problems, key=lambda p: len(p.configs))
     d = prob.problem.direction.name
-    x = np.asarray(selector.feature_rows(prob.problem, prob.configs, prob.device))
+    x = np.asarray(features.feature_rows(prob.problem, prob.configs, prob.device))
     assert len(x) > 2 * selector.PREFILTER_KEEP
     booster = model.booster(d)
     full = booster.predict(x)
@@ -710,12 +711,12 @@ def test_the_c_library_predicts_what_the_lightgbm_package_predicts(problems, mod
     import lightgbm
     import numpy as np
     packages = {(d, "speed"): lightgbm.Booster(model_str=text) for d, text in model.texts["speed"].items()}
-    assert set(packages) == {(d, "speed") for d in selector.DIRECTIONS}
-    for d in selector.DIRECTIONS:   # one ranking model for every direction
+    assert set(packages) == {(d, "speed") for d in features.DIRECTIONS}
+    for d in features.DIRECTIONS:   # one ranking model for every direction
         packages[d, "rank"] = lightgbm.Booster(model_str=model.texts["rank"])
     for prob in problems[::7]:
         d = prob.problem.direction.name
-        x = np.asarray([selector.features(prob.problem, c, prob.device) for c in prob.configs])
+        x = np.asarray([features.features(prob.problem, c, prob.device) for c in prob.configs])
         for kind in ("rank", "speed"):
             assert np.array_equal(model.booster(d, kind).predict(x),
                                   packages[d, kind].predict(x, num_threads=1))
@@ -806,7 +807,7 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
     # the short chains among them (all of them where none is short); of those, the whole
     # model's first among the ones its first trees rank first in the space, else of all
     import numpy as np
-    dev = selector.Device("sm90", H100["device"])
+    dev = features.Device("sm90", H100["device"])
     space = tuning_space.configs(prob.problem, SM90)
     valid = []
     for i, c in enumerate(space):
@@ -815,8 +816,8 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
         except ConvgenError:
             continue
         valid.append(i)
-    allowed = [valid[i] for i in selector.short_chains(prob.problem, [space[i] for i in valid])]
-    x = np.asarray(selector.feature_rows(prob.problem, space, dev))
+    allowed = [valid[i] for i in dataset.short_chains(prob.problem, [space[i] for i in valid])]
+    x = np.asarray(features.feature_rows(prob.problem, space, dev))
     booster = model.booster("bwd_weight")
     full = booster.predict(x)
     kept = np.argsort(-booster.predict(x, selector.PREFILTER_TREES), kind="stable")
@@ -824,7 +825,7 @@ def test_a_run_without_a_tuned_entry_takes_the_model_pick(tmp_path, problems, mo
     index = max(kept, key=lambda i: (full[i], -i))
     [predicted] = model.predict(prob.problem, [space[index]], dev)
     assert cfg == space[index] and f"predicted {predicted:.1f} TFLOPS" in source
-    [speed] = model.predict(prob.problem, [cfg], selector.Device("sm90", H100["device"]))
+    [speed] = model.predict(prob.problem, [cfg], features.Device("sm90", H100["device"]))
     assert predicted == pytest.approx(speed)
     # -perf_config still forces; -selector none is today's rule
     assert picks.select(prob.problem, SM90, True, {"block_m": 64}, None, path)[1] == "set on the command line"
@@ -868,7 +869,7 @@ def test_train_and_eval_commands(tmp_path, db):
     doc = json.loads(out.read_text())
     assert "120 ranking trees, 40 speed trees per direction" in p.stdout
     assert doc["trees"] == 40 and doc["rank_trees"] == 120
-    assert set(doc["models"]) == {"rank", "speed"} and set(doc["models"]["speed"]) == set(selector.DIRECTIONS)
+    assert set(doc["models"]) == {"rank", "speed"} and set(doc["models"]["speed"]) == set(features.DIRECTIONS)
     warm = tmp_path / "w.json"
     p = _convgen("train-selector", "--db", db, "--warm_start", str(out), "--out", str(warm))
     assert p.returncode == 0, p.stderr
@@ -925,15 +926,15 @@ def two_devices(tmp_path_factory):
 
 
 def test_eval_on_another_device_judges_its_measurements_by_models_of_the_first(two_devices):
-    problems = selector.load_dataset(two_devices, "sm90")
-    h100 = selector.on_device(problems, H100["device"], "device")
-    h200 = selector.on_device(problems, H200, "test_device")
+    problems = dataset.load_dataset(two_devices, "sm90")
+    h100 = evaluation.on_device(problems, H100["device"], "device")
+    h200 = evaluation.on_device(problems, H200, "test_device")
     assert len(h100) == len(h200) - 1 == (len(problems) - 1) // 2
-    result = selector.evaluate(h100, folds=3, trees=20, test=h200)
+    result = evaluation.evaluate(h100, folds=3, trees=20, test=h200)
     assert result["problems"] == len(h200) == len(result["per_problem"])
     by_text = {p.problem.describe(): p for p in h200}
     h100_best = {p.problem.describe(): p.configs[p.tflops.index(p.best)].describe() for p in h100}
-    fold_of = dict(zip((p.shape for p in h100), selector.group_folds(h100, 3)))
+    fold_of = dict(zip((p.shape for p in h100), evaluation.group_folds(h100, 3)))
     for row in result["per_problem"]:
         prob = by_text[row["problem"]]
         texts = [c.describe() for c in prob.configs]
@@ -952,18 +953,18 @@ def test_eval_on_another_device_judges_its_measurements_by_models_of_the_first(t
     lone = next(p for p in h200 if p.key not in {q.key for q in h100})
     rest = [p for p in h100 if p.shape != lone.shape]
     assert lone.shape not in {p.shape for p in rest}
-    alone = selector.evaluate(rest, folds=3, trees=5, test=[lone])
+    alone = evaluation.evaluate(rest, folds=3, trees=5, test=[lone])
     (row,) = alone["per_problem"]
     assert row["fold"] == 0 and row["source"] is None and row["model"] is not None
     # halved, it is no longer the fastest where a second config was within 2x of it
     assert sum(row["source"] is not None and row["source"] < 1 for row in result["per_problem"]) > len(h200) / 2
     assert result["families"]["overall"]["source"]["count"] == len(h200) - 1
     assert result["test_device"] == H200
-    table = selector.evaluation_table(result)
+    table = evaluation.evaluation_table(result)
     assert "other device's best mean" in table[0] and table[0].count("|") == table[2].count("|")
     assert f"of {len(h200) - 1} |" in table[2]   # the source column counts its own problems
     # without a test device nothing changes: the numbers are of the held-out H100 problems
-    plain = selector.evaluate(h100, folds=3, trees=20)
+    plain = evaluation.evaluate(h100, folds=3, trees=20)
     assert "source" not in plain["per_problem"][0] and "source" not in plain["families"]["overall"]
 
 
@@ -1032,28 +1033,28 @@ def test_rule_families_are_where_the_rule_won_on_enough_problems():
         return {"families": fams, "model": model, "rule": rule}
     rows = ([row(["fwd", "depthwise"], 0.5, 1.0)] * 5 + [row(["fwd", "1x1"], 1.0, 0.4)] * 5
             + [row(["bwd_data", "stem"], 0.2, 0.9)] * 4)            # 4: too few to judge
-    assert selector.rule_families(rows) == ["depthwise"]
+    assert evaluation.rule_families(rows) == ["depthwise"]
 
 
 def test_a_family_where_the_rule_matched_the_model_everywhere_keeps_the_rule():
     def row(fams, model, rule):
         return {"families": fams, "model": model, "rule": rule}
     tied = [row(["bwd_weight", "depthwise"], 1.0, 1.0)] * 5
-    assert selector.rule_families(tied) == ["bwd_weight", "depthwise"]
+    assert evaluation.rule_families(tied) == ["bwd_weight", "depthwise"]
     # one problem where the model is ahead: the model keeps the family
-    assert selector.rule_families(tied + [row(["bwd_weight", "depthwise"], 1.0, 0.9)]) == []
-    assert selector.rule_families(tied[:4]) == []                  # too few to judge
+    assert evaluation.rule_families(tied + [row(["bwd_weight", "depthwise"], 1.0, 0.9)]) == []
+    assert evaluation.rule_families(tied[:4]) == []                  # too few to judge
     # as many wins as losses, and equal sums, is no tie: each side was ahead somewhere
     f = ["bwd_weight", "depthwise"]
-    assert selector.rule_families(tied[:3] + [row(f, 0.9, 1.0), row(f, 1.0, 0.9)]) == []
+    assert evaluation.rule_families(tied[:3] + [row(f, 0.9, 1.0), row(f, 1.0, 0.9)]) == []
     # the direction family, mostly other problems where the model wins, keeps the model
-    assert selector.rule_families(tied + [row(["bwd_weight", "1x1"], 0.95, 0.6)] * 6) == ["depthwise"]
+    assert evaluation.rule_families(tied + [row(["bwd_weight", "1x1"], 0.95, 0.6)] * 6) == ["depthwise"]
 
 
 def test_grouped_is_a_family_of_groups_of_several_channels_only():
     def fams(g, c, n=32):
         from convgen import cli
-        return selector.families_of(cli.parse([
+        return features.families_of(cli.parse([
             "-operation", "conv2d_bwd_weight", "-t", "f16", f"-batchsize={n}", f"-groupsize={g}",
             f"-in_channels={c}", f"-out_channels={c}", "-in_h=14", "-in_w=14", "-fil_h=3",
             "-fil_w=3", "-padding_h=1", "-padding_w=1"]).problem)
@@ -1072,15 +1073,15 @@ def test_one_layer_the_model_misjudges_does_not_give_its_family_the_rule():
         return {"families": ["fwd", "stem"], "model": model, "rule": rule}
     rows = [row(0.3, 0.95), row(0.35, 0.9)] + [row(1.0, 0.9)] * 4
     assert sum(r["rule"] for r in rows) > sum(r["model"] for r in rows)
-    assert selector.rule_families(rows) == []
-    assert selector.rule_families(rows + [row(0.5, 1.0)] * 3) == ["fwd", "stem"]
-    assert selector.rule_families([row(0.99, 1.0)] * 4 + [row(1.0, 0.3)]) == []
-    assert selector.rule_families([row(1.0, 1.0)] * 3 + [row(0.5, 1.0), row(1.0, 0.9)]) == []
+    assert evaluation.rule_families(rows) == []
+    assert evaluation.rule_families(rows + [row(0.5, 1.0)] * 3) == ["fwd", "stem"]
+    assert evaluation.rule_families([row(0.99, 1.0)] * 4 + [row(1.0, 0.3)]) == []
+    assert evaluation.rule_families([row(1.0, 1.0)] * 3 + [row(0.5, 1.0), row(1.0, 0.9)]) == []
 
 
 def test_a_family_the_model_keeps_the_rule_for_takes_the_rule(tmp_path, problems, model, on_h100):
     prob = next(p for p in problems if p.problem.direction.name == "fwd")
-    kept = selector.families_of(prob.problem)[1]
+    kept = features.families_of(prob.problem)[1]
     path = str(tmp_path / "sm90.json")
     selector.Model(model.texts, {"arch": "sm90", "rule_families": [kept]}).save(path)
     monkey_loaded = selector._LOADED.pop(path, None)
@@ -1115,7 +1116,7 @@ def test_a_direction_no_training_fold_holds_is_the_rules_in_cross_validation(pro
     fwd = [p for p in problems if p.problem.direction.name == "fwd"]
     shape = next(p.shape for p in problems if p.problem.direction.name == "bwd_data")
     lone = [p for p in problems if p.problem.direction.name == "bwd_data" and p.shape == shape]
-    result = selector.evaluate(fwd + lone, folds=3, trees=20)
+    result = evaluation.evaluate(fwd + lone, folds=3, trees=20)
     rows = [r for r in result["per_problem"] if r["problem"].startswith("bwd_data")]
     assert rows and all(r["model"] == r["rule"] for r in rows)
 
@@ -1125,7 +1126,7 @@ def test_a_warm_start_keeps_the_directions_the_new_data_lacks(problems, model):
     ranks every direction); the other speed models stay as they were."""
     fwd = [p for p in problems if p.problem.direction.name == "fwd"]
     boosters = selector.train(fwd, 20, warm_start=model)
-    assert set(boosters["speed"]) == set(selector.DIRECTIONS)
+    assert set(boosters["speed"]) == set(features.DIRECTIONS)
     for d in ("bwd_data", "bwd_weight"):
         assert boosters["speed"][d].model_to_string() == model.texts["speed"][d]
     assert boosters["speed"]["fwd"].num_trees() == TREES + selector.WARM_TREES
@@ -1137,7 +1138,7 @@ def test_a_problem_unlike_any_the_model_learnt_keeps_the_rule(tmp_path, problems
     from convgen import dtypes
     from convgen.problem import make_problem
     path = str(tmp_path / "sm90.json")
-    covered = sorted({selector.coverage(p.problem) for p in problems})
+    covered = sorted({features.coverage(p.problem) for p in problems})
     selector.Model(model.texts, {"arch": "sm90", "coverage": covered}).save(path)
     assert "f16 channels-last" in covered and not any("first" in c for c in covered)
     nchw = make_problem(direction="fwd", dtype=dtypes.elem_type("f16"), n=4, g=1, c_total=64,
@@ -1176,7 +1177,7 @@ def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
                      k_total=144, hi=56, wi=56, y=3, x=3, pad=(1, 1, 1, 1),
                      layouts={"input": "nhwgc", "filter": "gkyxc", "output": "nhwgk"})
     space = list(tuning_space.configs(p, be))
-    kept = selector.short_chains(p, space)
+    kept = dataset.short_chains(p, space)
     assert 0 < len(kept) < len(space)
     assert all(kconfig.longest_chain(p, space[i]) <= kconfig.MAX_CHAIN for i in kept)
     assert all(space[i].split > 1 for i in kept)
@@ -1186,7 +1187,7 @@ def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
                        "filter": "kyxc", "output": "nhwk"})
     few = list(tuning_space.configs(fwd, be))
     assert kconfig.longest_chain(fwd, few[0]) > kconfig.MAX_CHAIN
-    assert selector.short_chains(fwd, few) == list(range(len(few)))
+    assert dataset.short_chains(fwd, few) == list(range(len(few)))
 
 
 @pytest.mark.parametrize("direction, c, k, g, hw, f, stride", [
@@ -1217,8 +1218,8 @@ def test_configs_equal_in_chain_fields_sum_equal_chains(direction, c, k, g, hw, 
                                         block_k=a.block_k, split=a.split)
             assert kconfig.chain_fields(mixed) == kconfig.chain_fields(a)
             assert kconfig.longest_chain(p, mixed) == kconfig.longest_chain(p, a), (a, b)
-    one_by_one = [i for i, cfg in enumerate(space) if selector.short_chain(p, cfg)]
-    assert selector.short_chains(p, space) == (one_by_one or list(range(len(space))))
+    one_by_one = [i for i, cfg in enumerate(space) if dataset.short_chain(p, cfg)]
+    assert dataset.short_chains(p, space) == (one_by_one or list(range(len(space))))
 
 
 SMALL = ["-batchsize=1", "-in_channels=4", "-out_channels=4", "-in_h=3", "-in_w=3",
@@ -1298,12 +1299,12 @@ def test_the_top_comparison_judges_the_few_against_the_whole_search(tmp_path, db
     # a model of a few trees, whose first is not always the fastest
     model_path = str(tmp_path / "few-trees.json")
     selector.Model.of(selector.train(problems, 3), {"arch": "sm90"}).save(model_path)
-    backend = selector.offline_backend("sm90", H100["device"])
+    backend = dataset.offline_backend("sm90", H100["device"])
     top_path, expected = str(tmp_path / "top.sqlite"), {}
     with TuningDB(db, readonly=True) as whole, TuningDB(top_path) as top:
         for prob in problems[::4]:
             key = {c: H100.get(c) for c in KEY_COLUMNS} | {
-                c: v for c, v in zip(("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS, prob.key)}
+                c: v for c, v in zip(("direction", "dtype", "layouts") + dataset.SHAPE_COLUMNS, prob.key)}
             times = {c: ms for c, (status, ms, _) in whole.measured(key).items() if status == "ok"}
             order, _ = selector.ranked(prob.problem, backend, model_path)
             first = [c.describe() for c in order[:3] if c.describe() in times]
@@ -1535,7 +1536,7 @@ def test_the_selector_sweeps_judge_only_the_test_devices_problems(tmp_path, scri
     assert p.stderr.count("\n") == 1, p.stderr
 
 
-_KEY_COLUMNS = ("direction", "dtype", "layouts") + selector.SHAPE_COLUMNS
+_KEY_COLUMNS = ("direction", "dtype", "layouts") + dataset.SHAPE_COLUMNS
 
 
 def _key_of(row: dict) -> tuple:
@@ -1546,7 +1547,7 @@ def _every_config_timed(key: tuple, rows: list) -> bool:
     """Whether rows time every config of the problem's space (it counts without a best row)."""
     from convgen.kernels import config
     p = problem_from_key(dict(zip(_KEY_COLUMNS, key)))
-    space = {c.describe() for c in tuning_space.configs(p, selector._backend_for("sm90"))}
+    space = {c.describe() for c in tuning_space.configs(p, dataset._backend_for("sm90"))}
     return space <= {r["config"] for r in rows if _key_of(r) == key}
 
 
@@ -1555,9 +1556,9 @@ def test_a_problem_without_a_best_row_is_data_when_every_config_of_its_space_has
     its old times of every config still teach the model. A problem with only some configs
     timed does not (the test above)."""
     rows = _rows()
-    every = {q.key: q for q in selector.load_dataset(_build_db(tmp_path / "a.sqlite", rows), "sm90")}
+    every = {q.key: q for q in dataset.load_dataset(_build_db(tmp_path / "a.sqlite", rows), "sm90")}
     unfinished = _build_db(tmp_path / "b.sqlite", rows, finished=False)
-    loaded = {q.key for q in selector.load_dataset(unfinished, "sm90")}
+    loaded = {q.key for q in dataset.load_dataset(unfinished, "sm90")}
     complete = {key: _every_config_timed(key, rows) for key in every}
     assert loaded == {k for k, done in complete.items() if done}
     assert any(complete.values()) and not all(complete.values()), complete
@@ -1587,7 +1588,7 @@ def test_a_failed_reference_check_of_an_older_kernel_version_is_not_data(tmp_pat
                             "'2026-02-01T00:00:00' WHERE direction = ? AND NOT (" +
                             " AND ".join(f"{c} = ?" for c in first) + ")",
                             [first["direction"], *first.values()])
-        (q,) = [q for q in selector.load_dataset(db, "sm90") if q.key == key]
+        (q,) = [q for q in dataset.load_dataset(db, "sm90") if q.key == key]
         return dict(zip((c.describe() for c in q.configs), q.tflops))
     today = load(False)
     assert today[bad] == 0.0                   # the newest version's failure: 0 TFLOPS

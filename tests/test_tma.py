@@ -695,7 +695,7 @@ def test_swap_ab_refusals(change, reason):
 
 
 def test_swapped_twins_in_the_space_and_told_apart_by_the_selector():
-    from convtune import selector
+    from convtune import features
     p = _problem("fwd", n=256, c_total=512, k_total=512, hi=7, wi=7, y=3, x=3, pad=(1, 1, 1, 1))
     space = tuning_space.configs(p, SM90)
     swapped = [c for c in space if c.swap_ab]
@@ -706,10 +706,10 @@ def test_swapped_twins_in_the_space_and_told_apart_by_the_selector():
     for cfg in swapped:
         config.validate(cfg, p, SM90, True)
     # the model tells a swapped config from its twin by its own feature, and only by it
-    dev = selector.Device("sm90", "NVIDIA H100 80GB HBM3")
-    col = selector.FEATURE_NAMES.index("swap_ab")
+    dev = features.Device("sm90", "NVIDIA H100 80GB HBM3")
+    col = features.FEATURE_NAMES.index("swap_ab")
     for cfg in swapped[:4]:
-        twin, mine = (selector.features(p, c, dev) for c in (replace(cfg, swap_ab=None), cfg))
+        twin, mine = (features.features(p, c, dev) for c in (replace(cfg, swap_ab=None), cfg))
         assert (twin[col], mine[col]) == (0, 1)
         assert twin[:col] + twin[col + 1:] == mine[:col] + mine[col + 1:]
     stem = _problem("fwd", n=8, c_total=3, k_total=64, hi=32, wi=32, y=7, x=7, stride=(2, 2),

@@ -72,7 +72,7 @@ def test_invalid_and_wrong_configs_are_recorded_and_never_chosen(tmp_path, monke
     good = kconfig.choose(config.problem, current(), True)
     bad = kconfig.KernelConfig(block_m=48)          # not a power of two: invalid
     second = kconfig.KernelConfig(block_m=16, block_n=16, block_k=16, num_stages=1)
-    monkeypatch.setattr(kconfig, "space", lambda p, be: [good, bad, second])
+    monkeypatch.setattr(tuning_space, "configs", lambda p, be: [good, bad, second])
     # the fastest config fails the reference check once: the next one is checked
     from convgen import driver
     real = driver.execute

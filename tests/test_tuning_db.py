@@ -631,7 +631,7 @@ def test_the_tracked_data_has_bests_for_todays_kernels():
     # same commit, or, for a change that leaves the kernels as they were (code moved between
     # modules), a line of tuning/data/same-kernels.tsv naming the digest they keep (its proof
     # in the line), or it silently stops being used. Files are never rewritten, so older
-    # digests' rows stay as the selector's history (selector.load_dataset: the latest of a
+    # digests' rows stay as the selector's history (dataset.load_dataset: the latest of a
     # config wins); today's digest, through its same kernels, must hold at least as many
     # checked bests as any other
     from convtune import tuning_text

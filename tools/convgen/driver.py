@@ -201,7 +201,7 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
     be = backends.current()
     import torch
 
-    from convgen import inputs, picks, verify   # torch and Triton: not for a refused run
+    from convgen import inputs, picks   # torch and Triton: not for a refused run
     from convgen.kernels import config as kconfig   # torch and Triton
     from convgen.kernels.launch import run_conv, triton_failure   # torch and Triton
 
@@ -211,17 +211,7 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
         raise ConvgenError(why, field="type")
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
-    cfg, source = picks.select(p, be, use_dot, config.kernel.config_overrides,
-                               config.kernel.tuning_db, config.kernel.selector,
-                               config.kernel.perf_form)
-    _check_memory(config, cfg, be)
-    say(f"convgen: {p.describe()}")
-    say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
-        f"config {cfg.describe()} ({source}), data {config.data.describe()}")
-    est = _interpreter_estimate(p, cfg, use_dot) if be.interpreter else 0.0
-    if est > INTERPRETER_NOTE_S:
-        say(f"convgen: note: this problem is large for Triton's interpreter (no GPU here): "
-            f"the kernel may take about {est / 60:.0f} minutes")
+    cfg, source, est = _pick(config, be, say)
     timer = _Timer()
 
     t0 = time.perf_counter()
@@ -291,6 +281,36 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
     timer(f"reference ({config.reference.validator})" + " (cached)" * hit, t0)
 
     t0 = time.perf_counter()
+    outcome.verdict = _judge(config, be, cfg, out, outcome.ref, guard, say)
+    timer("verify", t0)
+    return outcome
+
+
+def _pick(config: RunConfig, be, say) -> tuple:
+    """(the config this run takes, where it came from, the interpreter's estimate of the
+    kernel's seconds or 0): said on the # lines, its memory checked first."""
+    from convgen import picks   # torch and Triton (the kernel modules)
+    p, use_dot = config.problem, config.kernel.use_matrix_cores
+    cfg, source = picks.select(p, be, use_dot, config.kernel.config_overrides,
+                               config.kernel.tuning_db, config.kernel.selector,
+                               config.kernel.perf_form)
+    _check_memory(config, cfg, be)
+    say(f"convgen: {p.describe()}")
+    say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
+        f"config {cfg.describe()} ({source}), data {config.data.describe()}")
+    est = _interpreter_estimate(p, cfg, use_dot) if be.interpreter else 0.0
+    if est > INTERPRETER_NOTE_S:
+        say(f"convgen: note: this problem is large for Triton's interpreter (no GPU here): "
+            f"the kernel may take about {est / 60:.0f} minutes")
+    return cfg, source, est
+
+
+def _judge(config: RunConfig, be, cfg, out, ref, guard, say):
+    """The verdict on the kernel's output: convgen's checks with the accumulation this run's
+    path and device have (the bias check off where a lean is expected), then rocMLIR's
+    comparator where the run asked for it."""
+    from convgen import verify   # torch
+    p, use_dot = config.problem, config.kernel.use_matrix_cores
     accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,
                                    be.dot_u_acc(p.dtype, cfg.max_num_imprecise_acc), be.dot_truncates)
     unchecked = (be.bias_unchecked(p.dtype, use_dot, config.kernel.input_precision,
@@ -300,19 +320,17 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
     if not bias_check:
         say(f"convgen: note: {unchecked}: the bias check is off for this run "
             "(its means are still printed)")
-    outcome.verdict = verify.verify(out, outcome.ref, p.dtype.out_type, config.thresholds, accum,
-                                    dim_names=_dim_names(p, p.writes), bias_check=bias_check,
-                                    outside=guard.outside())
+    verdict = verify.verify(out, ref, p.dtype.out_type, config.thresholds, accum,
+                            dim_names=_dim_names(p, p.writes), bias_check=bias_check,
+                            outside=guard.outside())
     cmp = config.comparison
     if cmp.comparator != "convgen":
         limits = tolerance.rocmlir_limits(
             cmp.comparator, p.dtype, config.thresholds, cmp.atol, cmp.rtol,
             tolerance.rocmlir_k_eff(p), config.data.mode == "random",
             cfg.split if p.direction.splits_reduction else 1)
-        outcome.verdict = verify.rocmlir_verdict(outcome.verdict, out, outcome.ref, limits,
-                                                 dim_names=_dim_names(p, p.writes))
-    timer("verify", t0)
-    return outcome
+        verdict = verify.rocmlir_verdict(verdict, out, ref, limits, dim_names=_dim_names(p, p.writes))
+    return verdict
 
 
 def _dim_names(p, tensor: str) -> str:

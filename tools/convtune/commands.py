@@ -239,7 +239,7 @@ def _tuning_command(name: str, args: list[str]) -> int:
 
 
 def _selector(name: str, args: list[str]) -> int:
-    from convtune.selector import main as selector_main   # lightgbm, numpy
+    from convtune.evaluation import main as selector_main   # lightgbm, numpy
     return selector_main(name, parse_selector(args))
 
 

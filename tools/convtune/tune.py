@@ -29,8 +29,8 @@ from convgen import backend as backends
 from convgen import driver, inputs, report
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
+from convgen.kernels import launch
 from convgen.kernels.config import from_text
-from convgen.kernels.launch import launch_spec, prepare, triton_failure
 from convgen.options import RunConfig
 from convtune import selector
 from convtune import space as tuning_space
@@ -125,14 +125,14 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
     def compile_only(cfg):
         if be.interpreter:
             return None
-        spec = launch_spec(p, tensors, out, cfg, True, False)
+        spec = launch.launch_spec(p, tensors, out, cfg, True, False)
         try:
             spec.kernel.warmup(**spec.runtime, **spec.constexprs, grid=spec.grid,
                                **be.compile_options(cfg.compile_options()))
         except Exception as e:   # noqa: BLE001 - recorded; anything else surfaces at launch
             if stopped_compile(e):
                 raise KeyboardInterrupt from e   # never recorded as the config's failure
-            return triton_failure(e) or f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            return launch.triton_failure(e) or f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
         return None
 
     ready = []
@@ -155,9 +155,9 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
             continue
 
         try:
-            ms, how = _time(prepare(p, tensors, out, cfg, True, be, config.kernel.input_precision), be)
+            ms, how = _time(launch.prepare(p, tensors, out, cfg, True, be, config.kernel.input_precision), be)
         except Exception as e:   # noqa: BLE001 - a launch failure is a config's, recorded
-            why = triton_failure(e)
+            why = launch.triton_failure(e)
             if why is None:
                 raise
             db.record(key, cfg.describe(), "invalid", error=why)

@@ -67,7 +67,7 @@ _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
 # From this UTC time (a measured_at) `convgen tune` times a CUDA graph of a config's launches (tune._time
 # says why); rows before it were timed per launch, and those under PER_LAUNCH_TRUSTED_MS
 # may hold the host's time, not the GPU's (--retime-before and --retime-under time them
-# again; selector._drop_host_timed leaves out those a finished retime left behind)
+# again; dataset._drop_host_timed leaves out those a finished retime left behind)
 GRAPH_TIMED_SINCE = "2026-11-25T00:00:00"
 PER_LAUNCH_TRUSTED_MS = 0.5
 
