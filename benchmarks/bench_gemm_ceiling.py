@@ -20,6 +20,7 @@ import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 from convtune import tuning_db  # noqa: E402
+from convtune import store  # noqa: E402
 
 from convgen.kernels.common import tile_ids  # noqa: E402
 
@@ -71,7 +72,7 @@ def main():
     be = bench_conv.current()
     name = torch.cuda.get_device_name()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    db = tuning_db.resolve("")   # the local store of tuning/data
+    db = store.resolve("")   # the local store of tuning/data
     rows = []
     for layer in bench_conv.RESNET50:
         c, k, hw, f, s, pad, g = layer

@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convtune import selector, tuning_db  # noqa: E402
+from convtune import store  # noqa: E402
 from convtune import dataset, evaluation  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
@@ -51,7 +52,7 @@ def main() -> int:
     ap.add_argument("--test_device", default="NVIDIA H100 80GB HBM3")
     args = ap.parse_args()
     held, dropped = set(args.hold), set(args.drop)
-    problems = dataset.load_dataset(tuning_db.resolve(args.db), "sm90")
+    problems = dataset.load_dataset(store.resolve(args.db), "sm90")
     train = [p for p in problems if not of_layers(p, held | dropped)]
     # a GPU the database lacks: one error line
     judged = [p for p in evaluation.on_device(problems, args.test_device, "test_device")

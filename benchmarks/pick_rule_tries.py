@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convtune import selector as S, tuning_db  # noqa: E402
+from convtune import store  # noqa: E402
 from convtune import dataset, evaluation, features  # noqa: E402
 from convgen.errors import script_main  # noqa: E402
 
@@ -89,7 +90,7 @@ def main() -> int:
     ap.add_argument("--shuffles", type=int, default=0, help="seeded assignments after the canonical one")
     ap.add_argument("--db", default="", help="the tuning database (default: the local store of tuning/data)")
     args = ap.parse_args()
-    probs = dataset.load_dataset(tuning_db.resolve(args.db), "sm90")
+    probs = dataset.load_dataset(store.resolve(args.db), "sm90")
     judged = evaluation.on_device(probs, args.device, "device")   # one it lacks: one error line
     picks = rules()
     runs = {name: [] for name in picks}

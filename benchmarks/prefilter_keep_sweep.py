@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convtune import selector as S, tuning_db  # noqa: E402
+from convtune import store  # noqa: E402
 from convtune import dataset, evaluation  # noqa: E402
 from convgen.errors import script_main  # noqa: E402
 
@@ -34,7 +35,7 @@ def main() -> int:
     ap.add_argument("--test_device", help="judge only this GPU's held-out picks (every "
                     "device's problems still train), as eval-selector --test_device does")
     args = ap.parse_args()
-    probs = dataset.load_dataset(tuning_db.resolve(args.db), "sm90")
+    probs = dataset.load_dataset(store.resolve(args.db), "sm90")
     # the held-out problems whose picks count (all, or one GPU's; one it lacks: one error line)
     judged = evaluation.on_device(probs, args.test_device, "test_device")
     t0 = time.time()

@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import numpy as np  # noqa: E402
 
 from convtune import selector as S, tuning_db  # noqa: E402
+from convtune import store  # noqa: E402
 from convtune import dataset, evaluation, features  # noqa: E402
 from convgen.errors import ConvgenError, script_main  # noqa: E402
 
@@ -72,7 +73,7 @@ def main() -> int:
         raise ConvgenError(f"_qw: expected [{' | '.join(map(json.dumps, QUERY_WEIGHTS))}, a number], "
                           f"got {json.dumps(qw)}")
     params = {**S.RANK_PARAMS, **variant}
-    probs = dataset.load_dataset(tuning_db.resolve(args.db), "sm90")
+    probs = dataset.load_dataset(store.resolve(args.db), "sm90")
     # the held-out problems whose picks count (all, or one GPU's; one it lacks: one error line)
     judged = evaluation.on_device(probs, args.test_device, "test_device")
     x_all, _, relevance, groups = S._matrix(probs)

@@ -28,10 +28,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from convgen import report  # noqa: E402
-from convtune import selector, tuning_db  # noqa: E402
+from convtune import selector  # noqa: E402
+from convtune import store  # noqa: E402
 from convtune import dataset, evaluation  # noqa: E402
 from convgen.errors import ConvgenError  # noqa: E402
-from convtune.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key  # noqa: E402
+from convtune.tuning_db import KEY_COLUMNS, TuningDB  # noqa: E402
+from convtune.keys import problem_from_key  # noqa: E402
 
 TUNED = re.compile(r"^# convgen tune: (\w+ .*?): (\d+) timed, .* ([0-9.]+) s; ")
 
@@ -99,9 +101,9 @@ def main() -> int:
     args = ap.parse_args()
     skipped = []
     try:
-        whole = tuning_db.resolve(args.whole)
+        whole = store.resolve(args.whole)
         if whole is None:
-            raise ConvgenError(f"no whole search to compare with: {tuning_db.why_none()} (give --whole)")
+            raise ConvgenError(f"no whole search to compare with: {store.why_none()} (give --whole)")
         rows = compare(args.top, whole, args.model, skipped)
     except ConvgenError as e:
         print(f"tune_top_compare: error: {e}", file=sys.stderr)

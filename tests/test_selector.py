@@ -15,7 +15,8 @@ from convgen import picks
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
 from convgen.kernels import geometry
-from convtune.tuning_db import KEY_COLUMNS, TuningDB, problem_from_key
+from convtune.tuning_db import KEY_COLUMNS, TuningDB
+from convtune.keys import problem_from_key
 from convtune import space as tuning_space
 
 pytest.importorskip("lightgbm")
@@ -207,7 +208,7 @@ def test_tune_top_measures_the_models_first_few_and_marks_its_best(tmp_path, mod
     from convtune import commands as lab_commands
     from convtune import tune
     from convgen.backend import current
-    from convtune.tuning_db import key_for
+    from convtune.keys import key_for
     be = current()
     path = str(tmp_path / "m.json")
     selector.Model(model.texts, {"arch": be.arch}).save(path)   # the fixture's trees, for here

@@ -14,10 +14,12 @@ import pytest
 from convgen import cli, picks
 from convgen import flags
 from convtune import commands as lab_commands
+from convtune import store
 from convtune import tune
 from convgen.backend import current
 from convgen.kernels import config as kconfig
-from convtune.tuning_db import TuningDB, key_for
+from convtune.tuning_db import TuningDB
+from convtune.keys import key_for
 from convtune import space as tuning_space
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -382,8 +384,7 @@ def test_the_grouped_bwd_weight_list_is_its_generator_less_what_was_measured():
     assert set(listed) <= set(made)
     left_out = [m for m in made if m not in set(listed)]
     assert left_out, "the database held some of the set when the list was written"
-    from convtune import tuning_db
-    with contextlib.closing(sqlite3.connect(f"file:{tuning_db.open_store()}?mode=ro", uri=True)) as db:
+    with contextlib.closing(sqlite3.connect(f"file:{store.open_store()}?mode=ro", uri=True)) as db:
         first = {tuple(key): t for *key, t in db.execute(
             "SELECT p.n, p.c, p.k, p.g, p.h, p.y, p.stride_h, MIN(m.measured_at) FROM problems p "
             "JOIN measurement_rows m ON m.problem = p.id WHERE p.direction = 'bwd_weight' "
@@ -446,7 +447,7 @@ def test_weak_picks_leaves_out_what_the_database_holds(tmp_path):
     pick counts as weak (--under 1.01)."""
     import shlex
 
-    from convtune.tuning_db import problem_key
+    from convtune.keys import problem_key
 
     def listed(db):
         p = subprocess.run([sys.executable, str(ROOT / "scripts" / "weak-picks"), "--db", str(db),

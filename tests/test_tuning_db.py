@@ -14,8 +14,9 @@ import pytest
 from convgen.dtypes import elem_type
 from convgen.errors import ConvgenError
 from convgen.problem import make_problem
-from convtune.tuning_db import (SCHEMA_VERSION, SHAPE_COLUMNS, Best, TuningDB, fold_log, in_wal_mode,
-                               problem_from_key, problem_key)
+from convtune.keys import problem_from_key, problem_key
+from convtune.tuning_db import (SCHEMA_VERSION, SHAPE_COLUMNS, Best, TuningDB, fold_log,
+                                in_wal_mode)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA_VERSION_TEXT = str(SCHEMA_VERSION)

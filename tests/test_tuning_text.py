@@ -10,9 +10,11 @@ import sys
 
 import pytest
 
-from convtune import tuning_db, tuning_text
+from convtune import tuning_text
+from convtune import keys, store
 from convgen.errors import ConvgenError
-from convtune.tuning_db import TuningDB, nearest_version
+from convtune.tuning_db import TuningDB
+from convtune.keys import nearest_version
 from tests.test_tuning_db import _key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _tflops(key, ms):
     """As convgen tune computes it (the text keeps the time, not this)."""
-    return tuning_db.problem_from_key(key).flops / ms / 1e9
+    return keys.problem_from_key(key).flops / ms / 1e9
 
 
 def _measure(db, key, configs, start_ms=1.0):
@@ -36,9 +38,9 @@ def store_env(tmp_path, monkeypatch):
     monkeypatch.setenv("CONVGEN_TUNING_DATA", str(data))
     monkeypatch.setenv("CONVGEN_CACHE_DIR", str(cache))
     monkeypatch.delenv("CONVGEN_TUNING_DB", raising=False)
-    tuning_db._FRESH.clear()
+    store._FRESH.clear()
     yield data
-    tuning_db._FRESH.clear()
+    store._FRESH.clear()
 
 
 def _dump_rows(path):
@@ -88,8 +90,8 @@ def test_the_store_is_built_on_first_use_and_follows_the_text(store_env):
         db.set_best(a, "block_m=64", 1.0, 1.0, "gpu reference [1 1 1]")
         first, _ = db.export(str(data))
     os.unlink(data / "x.sqlite")
-    path = tuning_db.resolve("")
-    assert path == tuning_db.store_path() and os.path.dirname(path) == os.environ["CONVGEN_CACHE_DIR"]
+    path = store.resolve("")
+    assert path == store.store_path() and os.path.dirname(path) == os.environ["CONVGEN_CACHE_DIR"]
     with TuningDB(path, readonly=True) as db:
         assert db.best(a).config == "block_m=64" and db.best(b) is None
     # a file added (another GPU's run, a merge): its rows join, nothing else is read again
@@ -98,12 +100,12 @@ def test_the_store_is_built_on_first_use_and_follows_the_text(store_env):
         db.set_best(b, "block_m=32", 1.0, 1.0, "gpu reference [1 1 1]")
         db.export(str(data))
     os.unlink(data / "y.sqlite")
-    with TuningDB(tuning_db.resolve(""), readonly=True) as db:
+    with TuningDB(store.resolve(""), readonly=True) as db:
         assert db.best(b).config == "block_m=32"
         assert len(db.synced_with()) == 2
     # a file gone (a branch without it): its rows go with it
     os.unlink(first[0])
-    with TuningDB(tuning_db.resolve(""), readonly=True) as db:
+    with TuningDB(store.resolve(""), readonly=True) as db:
         assert db.best(a) is None and db.best(b).config == "block_m=32"
 
 
@@ -114,11 +116,11 @@ def test_rows_measured_here_stay_through_a_rebuild_and_are_exported_once(store_e
         _measure(db, a, ["block_m=64"])
         tracked, _ = db.export(str(data))
     os.unlink(data / "x.sqlite")
-    with TuningDB(tuning_db.resolve("", writing=True)) as db:   # as convgen tune writes
+    with TuningDB(store.resolve("", writing=True)) as db:   # as convgen tune writes
         _measure(db, here, ["block_m=16", "block_m=32"])
         db.set_best(here, "block_m=16", 1.0, 1.0, "gpu reference [1 1 1]")
     os.utime(tracked[0], ns=(1, 1))   # a tracked file changed: every tracked row is read again
-    with TuningDB(tuning_db.resolve(""), readonly=True) as db:
+    with TuningDB(store.resolve(""), readonly=True) as db:
         assert db.best(here).config == "block_m=16" and set(db.measured(a)) == {"block_m=64"}
     p = subprocess.run([sys.executable, "-m", "convgen", "tuning-export"], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tools")})
@@ -133,9 +135,9 @@ def test_rows_measured_here_stay_through_a_rebuild_and_are_exported_once(store_e
     assert p.returncode == 0 and "holds nothing that" in p.stdout, p.stdout
     assert len(tuning_text.data_files(str(data))) == 2
     # the store built from the two files alone holds what the old store held
-    tuning_db._FRESH.clear()
-    os.unlink(tuning_db.store_path())
-    with TuningDB(tuning_db.resolve(""), readonly=True) as db:
+    store._FRESH.clear()
+    os.unlink(store.store_path())
+    with TuningDB(store.resolve(""), readonly=True) as db:
         assert db.best(here).config == "block_m=16" and set(db.measured(a)) == {"block_m=64"}
 
 
@@ -147,7 +149,7 @@ def test_a_later_measurement_wins_whichever_file_holds_it(store_env, tmp_path):
             db.record(a, "block_m=64", "ok", ms=ms, tflops=1.0)
             db.con.execute("UPDATE measurement_rows SET measured_at = ?", (1_000 if name == "old" else 2_000,))
             db.export(str(data))
-    with TuningDB(tuning_db.resolve(""), readonly=True) as db:
+    with TuningDB(store.resolve(""), readonly=True) as db:
         assert db.measured(a)["block_m=64"][1] == 1.0
         assert db.measured(a)["block_m=64"] == ("ok", 1.0, None)
 
@@ -155,7 +157,7 @@ def test_a_later_measurement_wins_whichever_file_holds_it(store_env, tmp_path):
 def test_interpreter_times_never_reach_the_tracked_data(store_env):
     data = store_env
     key = {**_key(n=5), "arch": "interpreter", "device": "interpreter"}
-    with TuningDB(tuning_db.resolve("", writing=True)) as db:
+    with TuningDB(store.resolve("", writing=True)) as db:
         _measure(db, key, ["block_m=64"])
         written, untimed = db.export(str(data))
     assert written == [] and untimed == 1 and tuning_text.data_files(str(data)) == []
@@ -172,7 +174,7 @@ def test_a_damaged_data_file_is_named_with_its_line(store_env):
     with open(path, "w") as f:   # cut in the middle of its last line, as a bad copy leaves it
         f.write("\n".join(lines[:-1] + [lines[-1][:40]]) + "\n")
     with pytest.raises(ConvgenError, match=rf"tuning data '{path}', line 3: .*damaged"):
-        tuning_db.resolve("")
+        store.resolve("")
     p = subprocess.run([sys.executable, "-m", "convgen", "tuning-stats"], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tools")})
     assert p.returncode == 2 and p.stderr.startswith("convgen: error: ") and len(p.stderr.splitlines()) == 1
@@ -191,8 +193,8 @@ def test_several_processes_open_a_new_store_at_once(store_env):
             _measure(db, _key(n=n), [f"block_m={m}" for m in (16, 32, 64, 128)])
         db.export(str(data))
     os.unlink(data / "x.sqlite")
-    code = ("import sys; from convtune import tuning_db; from convtune.tuning_db import TuningDB\n"
-            "with TuningDB(tuning_db.resolve(''), readonly=True) as db: print(db.counts()['ok'])")
+    code = ("import sys; from convtune import store; from convtune.tuning_db import TuningDB\n"
+            "with TuningDB(store.resolve(''), readonly=True) as db: print(db.counts()['ok'])")
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tools")})
              for _ in range(4)]
@@ -276,7 +278,7 @@ def test_a_run_s_line_names_the_triton_version_that_measured_its_tuned_entry(tmp
 
     from convgen import backend, cli
     from convgen import picks
-    from convtune.tuning_db import key_for
+    from convtune.keys import key_for
     backend.ensure_interpreter_if_no_gpu()
     be = backend.current()
     run = cli.parse(["--operation", "conv2d", "-t", "f16", "-batchsize", "2", "-in_channels", "8",
@@ -299,7 +301,7 @@ def test_a_reader_with_no_data_leaves_no_store_behind(store_env, tmp_path):
     # a copy of the tools without tuning/data (a test's scratch checkout, say): a run finds
     # no tuning database and the cache folder stays empty; a writer still gets its store
     cache = os.environ["CONVGEN_CACHE_DIR"]
-    assert tuning_db.resolve("") is None and not os.path.exists(cache)
-    path = tuning_db.resolve("", writing=True)
-    assert path == tuning_db.store_path() and os.path.exists(path)
-    assert tuning_db.resolve("") == path   # once it exists, readers take it
+    assert store.resolve("") is None and not os.path.exists(cache)
+    path = store.resolve("", writing=True)
+    assert path == store.store_path() and os.path.exists(path)
+    assert store.resolve("") == path   # once it exists, readers take it

@@ -128,7 +128,8 @@ def _survey(*args: str):
 def test_the_survey_compiles_a_databases_bests_for_sm90_and_scans_them(tmp_path):
     from convgen.dtypes import elem_type
     from convgen.problem import make_problem
-    from convtune.tuning_db import TuningDB, problem_key
+    from convtune.tuning_db import TuningDB
+    from convtune.keys import problem_key
     p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), n=2, g=1, c_total=128,
                      k_total=128, hi=9, wi=9, y=3, x=3, pad=(1, 1, 1, 1),
                      layouts={"input": "nhwc", "filter": "kyxc", "output": "nhwk"})

@@ -31,9 +31,9 @@ from triton.compiler import ASTSource
 from convgen import backend as backends
 from convgen import dtypes
 from convgen.backend import Backend
+from convgen.kernels import gpu_reference, launch
 from convgen.kernels import verify_stats as vs
 from convgen.kernels.config import choose
-from convgen.kernels import gpu_reference, launch
 from convgen.problem import make_problem
 
 TARGETS = {

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from convgen import backend
 from convgen.errors import ConvgenError
 from convtune import commands as lab_commands
-from convtune.tuning_db import TuningDB, problem_from_key, resolve
+from convtune.keys import problem_from_key
+from convtune.store import resolve
+from convtune.tuning_db import TuningDB
 
 A_REGS = 4   # an m64 wgmma's A fragment: 64 rows x 32 bytes over 128 threads
 _LABEL = re.compile(r"^\s*(\w+):\s*$")
@@ -170,8 +172,8 @@ def _survey_one(item: tuple) -> dict:
     source, text = item
     row = {"problem": str(source[1]), "config": text}
     try:
-        from convaudit import isa   # Triton's compiler, torch
-        from convgen.kernels.config import choose, from_text   # torch and Triton
+        from convaudit import isa  # Triton's compiler, torch
+        from convgen.kernels.config import choose, from_text  # torch and Triton
         p = _problem(source)
         row["problem"] = p.describe()
         cfg = choose(p, isa.backend_of("sm90"), True, from_text(text))
@@ -179,7 +181,7 @@ def _survey_one(item: tuple) -> dict:
         row["register_operand"] = register_operand(k.asm["ttgir"])
         hazard = find(k.asm["sass"])
     except Exception as e:   # noqa: BLE001 - reported as the row's failure, not scanned
-        from convgen.kernels.launch import triton_failure   # Triton
+        from convgen.kernels.launch import triton_failure  # Triton
         row["failed"] = triton_failure(e) or " ".join(f"{type(e).__name__}: {e}".split())[:300]
         return row
     row["hazard"] = hazard.describe() if hazard else None
@@ -199,7 +201,7 @@ def survey(items: list, jobs: int = 1):
 
 def _bests(path: str) -> list:
     """(("row", row), config) of every sm90 best row of a tuning database ("": the local
-    store of the tracked data, tuning_db.resolve)."""
+    store of the tracked data, store.resolve)."""
     with TuningDB(resolve(path) or path, readonly=True) as db:
         rows = db.rows("SELECT * FROM best WHERE arch = 'sm90'")
     return [(("row", r), r["config"]) for r in rows]
@@ -231,8 +233,8 @@ def main(argv=None) -> int:
         return fail("unset TRITON_INTERPRET to compile for sm90")
     if not args.lines and args.bests is None:
         return fail("nothing to compile: give --lines FILE or --bests DB")
-    from convaudit import isa   # Triton's compiler, torch
-    from convtune import space as tuning_space   # torch and Triton
+    from convaudit import isa  # Triton's compiler, torch
+    from convtune import space as tuning_space  # torch and Triton
     items = []
     try:
         for path in args.lines:

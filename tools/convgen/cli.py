@@ -141,7 +141,7 @@ def _tuning_db(text: str) -> str | None:
     return None if text.lower() == "none" else text
 
 
-# where a command's tuning database is when no flag names one (tuning_db.resolve)
+# where a command's tuning database is when no flag names one (convtune.store.resolve)
 TUNING_DB_DEFAULT = ("$CONVGEN_TUNING_DB, else the local store built from tuning/data "
                   "(in $CONVGEN_CACHE_DIR, default ~/.cache/convgen)")
 

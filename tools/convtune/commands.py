@@ -10,7 +10,7 @@ from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import (as_text, choice, flag_table, listed, nonneg, one_of, positive,
                            positive_real, scan, split_flags, switch, timestamp)
-from convtune import models, tuning_db, tuning_text
+from convtune import keys, models, store, tuning_db, tuning_text
 
 DIRECTION_OPERATION = {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
                         "bwd_weight": "conv2d_bwd_weight"}
@@ -111,9 +111,9 @@ SELECTOR_FLAGS = flag_table(
 
 def parse_selector(argv: list[str]) -> dict:
     v = scan([str(a) for a in argv], SELECTOR_FLAGS)
-    db = tuning_db.resolve(v.get("db", ""))
+    db = store.resolve(v.get("db", ""))
     if db is None:
-        raise ConvgenError(f"no tuning database to learn from ({tuning_db.why_none()}; give --db)",
+        raise ConvgenError(f"no tuning database to learn from ({store.why_none()}; give --db)",
                            field="db")
     return {"db": db, "arch": v.get("arch", "sm90"), "out": v.get("out"),
             "warm_start": v.get("warm_start"), "trees": v.get("trees"),
@@ -168,7 +168,7 @@ def parse_tune(argv: list[str]) -> dict:
     if "retime_under" in v and "retime_before" not in v:
         raise ConvgenError("--retime-under: only with --retime-before (what was timed before it, "
                            "and took less)")
-    return {"configs": configs, "db": tuning_db.resolve(v.get("db", ""), writing=True),
+    return {"configs": configs, "db": store.resolve(v.get("db", ""), writing=True),
             "max_configs": v.get("max_configs"), "top": v.get("top"), "jobs": v.get("jobs"),
             "allow_cpu": v.get("allow_cpu", False), "retime_before": v.get("retime_before"),
             "retime_under": v.get("retime_under")}
@@ -205,11 +205,11 @@ def model_run_line(layer, batch: int, direction: str, dtype: str, layouts: tuple
 def _tuning_command(name: str, args: list[str]) -> int:
     """convgen tuning-stats / tuning-export."""
     v = scan(args, TUNING_STATS_FLAGS if name == "tuning-stats" else TUNING_EXPORT_FLAGS)
-    folder = v.get("data") or tuning_db.data_dir()
+    folder = v.get("data") or tuning_text.data_dir()
     if not os.path.isdir(folder):
         raise ConvgenError(f"'{folder}' is not a folder", field="data")
     if name == "tuning-stats" and "lines" in v:
-        shapes = {tuple(tuning_db.problem_key(c.problem, "", "", "", "")[k] for k in tuning_db.SHAPE_COLUMNS)
+        shapes = {tuple(keys.problem_key(c.problem, "", "", "", "")[k] for k in tuning_db.SHAPE_COLUMNS)
                   for c in parse_tune(["--db", "unused.sqlite", "--lines", v["lines"]])["configs"]}
         for (arch, device, triton), done in sorted(tuning_text.searched(folder).items()):
             print(f"{arch} {shlex.quote(device)} {triton} searched={len(shapes & done)} of={len(shapes)}")
@@ -221,17 +221,17 @@ def _tuning_command(name: str, args: list[str]) -> int:
     db = v.get("db") or os.environ.get("CONVGEN_TUNING_DB")
     if db and not os.path.exists(db):
         raise ConvgenError(f"tuning database '{db}' does not exist", field="db")
-    path = db or tuning_db.open_store(folder)
+    path = db or store.open_store(folder)
     out = v.get("out")
     if out and not os.path.isdir(out):
         raise ConvgenError(f"'{out}' is not a folder", field="out")
-    with tuning_db.TuningDB(path) as store:
-        written, untimed = store.export(folder, out)
+    with tuning_db.TuningDB(path) as source:
+        written, untimed = source.export(folder, out)
     for f in written:
         problems = sum(1 for _ in tuning_text.read_batch(f))
         print(f"convgen tuning-export: {f}: {problems} problem(s), {os.path.getsize(f)} bytes")
     if not written:
-        print(f"convgen tuning-export: {tuning_db.describe(path)} holds nothing that {folder} does not")
+        print(f"convgen tuning-export: {store.describe(path)} holds nothing that {folder} does not")
     if untimed:
         print(f"convgen tuning-export: {untimed} row(s) of the interpreter left out (its times mean "
               "nothing: tune on a GPU)")
@@ -239,12 +239,12 @@ def _tuning_command(name: str, args: list[str]) -> int:
 
 
 def _selector(name: str, args: list[str]) -> int:
-    from convtune.evaluation import main as selector_main   # lightgbm, numpy
+    from convtune.evaluation import main as selector_main  # lightgbm, numpy
     return selector_main(name, parse_selector(args))
 
 
 def _tune(name: str, args: list[str]) -> int:
-    from convtune.tune import report_problem, report_tuning, tune   # torch and Triton
+    from convtune.tune import report_problem, report_tuning, tune  # torch and Triton
     v = parse_tune(args)
     return report_tuning(tune(v["configs"], v["db"], v["jobs"], v["max_configs"], v["allow_cpu"],
                               done=report_problem, retime_before=v["retime_before"],

@@ -11,8 +11,9 @@ from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
 from convtune import space as tuning_space
 from convtune.features import Device, families_of, feature_rows
-from convtune.tuning_db import (GRAPH_TIMED_SINCE, PER_LAUNCH_TRUSTED_MS, SEARCHED_ALL, TuningDB,
-                                problem_from_key, why_none)
+from convtune.keys import problem_from_key
+from convtune.store import why_none
+from convtune.tuning_db import GRAPH_TIMED_SINCE, PER_LAUNCH_TRUSTED_MS, SEARCHED_ALL, TuningDB
 
 SHAPE_COLUMNS = ("n", "c", "k", "g", "h", "w", "y", "x", "stride_h", "stride_w", "pad", "dil_h", "dil_w")
 
@@ -121,7 +122,7 @@ def load_dataset(db_path: str, arch: str) -> list[Problem]:
     its problem (after the problem counts as finished); the next tune of the problem
     checks it again. A problem whose tuning was stopped part way has only some configs
     measured: its best so far would judge a pick among a few, so it waits for the rest."""
-    if db_path is None:   # tuning_db.resolve found none
+    if db_path is None:   # store.resolve found none
         raise ConvgenError(f"no tuning database: {why_none()} (give --db)", field="db")
     backend = _backend_for(arch)
     problem_columns = ("device", "direction", "dtype", "layouts") + SHAPE_COLUMNS

@@ -13,9 +13,9 @@ from collections import defaultdict
 from convgen import report
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
+from convtune import selector
 from convtune.dataset import GROUPINGS, Problem, _backend_for, families, load_dataset
 from convtune.features import DIRECTIONS, coverage, feature_rows
-from convtune import selector
 from convtune.selector import TREES, Model, _lightgbm
 
 

@@ -8,23 +8,23 @@ import os
 
 from convgen.kernels.config import KernelConfig, choose, from_text
 from convgen.picks import MODEL_SOURCE
-from convtune import selector, tuning_db
+from convtune import keys, selector, store, tuning_db
 
 
 def pick(problem, backend, db_path: str | None,
          selector_path: str | None) -> tuple[KernelConfig | None, str]:
-    path = tuning_db.resolve(db_path)
+    path = store.resolve(db_path)
     best = None
     if path:
         with tuning_db.TuningDB(path, readonly=True) as db:
-            best = db.best_near(tuning_db.key_for(problem, backend))
-    store = tuning_db.describe(path) if path else None
+            best = db.best_near(keys.key_for(problem, backend))
+    where = store.describe(path) if path else None
     if best is not None:
         of = "" if best.searched == tuning_db.SEARCHED_ALL else f" of {best.searched}"
         return (choose(problem, backend, True, from_text(best.config)),
                 f"tuned: the fastest measured here{of} ({best.ms:.3f} ms, {best.measured_at}, "
-                f"Triton {best.triton}, {store})")
-    untuned = f"no tuned entry in {store}" if path else "no tuning database"
+                f"Triton {best.triton}, {where})")
+    untuned = f"no tuned entry in {where}" if path else "no tuning database"
     cfg, predicted, model = selector.choose(problem, backend, selector_path)
     if cfg is not None:
         return cfg, (f"{MODEL_SOURCE} {os.path.basename(model)}: predicted {predicted:.1f} "

@@ -34,8 +34,9 @@ from convgen.kernels.config import from_text
 from convgen.options import RunConfig
 from convtune import selector
 from convtune import space as tuning_space
-from convtune import tuning_db
-from convtune.tuning_db import SEARCHED_ALL, TuningDB, key_for
+from convtune import store
+from convtune.keys import key_for
+from convtune.tuning_db import SEARCHED_ALL, TuningDB
 
 CHECKS = 3   # how many of the fastest configs may fail the reference check before giving up
 
@@ -335,7 +336,7 @@ def report_problem(r: TuneResult) -> None:
 def report_tuning(results: list[TuneResult], db_path: str) -> int:
     """The total, and where the rows go from there; exit 0."""
     report.say(f"convgen tune: {len(results)} problem(s) in {db_path}")
-    if db_path == tuning_db.store_path():
+    if db_path == store.store_path():
         report.say("convgen tune: `convgen tuning-export` writes what this added to the local "
                    "store into tuning/data, to commit")
     return 0

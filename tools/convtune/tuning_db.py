@@ -5,7 +5,7 @@ writing at once: each measurement is its own transaction, so an interrupted tuni
 loses nothing it finished and the next run skips what is already there.
 
 The tracked form of the measurements is text (tuning_text.py, tuning/data/); the database
-is the engine built from it. The *local store* (`open_store`, the default of every
+is the engine built from it. The *local store* (store.py, `open_store`, the default of every
 command) is one such database in the user's cache folder: built from the text on first
 use, brought up to date when the text changes (`TuningDB.sync`), and holding beside it
 what this machine measured, which `TuningDB.export` (`convgen tuning-export`) writes back
@@ -33,25 +33,22 @@ the old tables (copying rows between files, a test's UPDATE) works unchanged, wi
 differences: times are kept to the second, in UTC, and a write through a view counts no
 rows in `cursor.rowcount` (SQLite does not count what an INSTEAD OF trigger does).
 
-The database never decides anything by itself: kernels/select.py (lookup) and tune.py
-(the search) use it.
+The database never decides anything by itself: picker.py (lookup) and tune.py (the search)
+use it; store.py opens the local store, keys.py makes a problem's key.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import sqlite3
 import time
 import weakref
 from contextlib import closing
 from dataclasses import dataclass, field
 
-from convgen import REPO_ROOT, dtypes
 from convgen.errors import ConvgenError
-from convgen.problem import make_problem
 from convtune import tuning_text
+from convtune.keys import nearest_version, problem_from_key
 from convtune.tuning_text import KEY_COLUMNS, SEARCHED_ALL
 
 SCHEMA_NAME = "convgen-tuning"
@@ -70,7 +67,6 @@ _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
 # again; dataset._drop_host_timed leaves out those a finished retime left behind)
 GRAPH_TIMED_SINCE = "2026-11-25T00:00:00"
 PER_LAUNCH_TRUSTED_MS = 0.5
-
 
 
 def _problem_id(row: str) -> str:
@@ -177,134 +173,6 @@ END;
 """
 
 
-def data_dir() -> str:
-    """The tracked text the local store is built from: $CONVGEN_TUNING_DATA, else the
-    repository's tuning/data."""
-    return os.environ.get("CONVGEN_TUNING_DATA") or os.path.join(REPO_ROOT, "tuning", "data")
-
-
-def cache_dir() -> str:
-    """Where the local store lives: $CONVGEN_CACHE_DIR, else $XDG_CACHE_HOME/convgen, else
-    ~/.cache/convgen."""
-    return (os.environ.get("CONVGEN_CACHE_DIR")
-            or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "convgen"))
-
-
-def store_path(folder: str | None = None) -> str:
-    """The local store of a data folder: one file per folder (two checkouts, two stores)."""
-    folder = os.path.realpath(folder or data_dir())
-    return os.path.join(cache_dir(), f"tuning-{hashlib.sha1(folder.encode()).hexdigest()[:12]}.sqlite")
-
-
-def resolve(given: str | None, writing: bool = False) -> str | None:
-    """The database a run uses: `given` a path (used as it is), "" for the default
-    ($CONVGEN_TUNING_DB used as it is, else the local store, brought up to date with the
-    tracked text first: open_store), None for none. A reader takes a $CONVGEN_TUNING_DB
-    that does not exist as none (nothing is tuned yet), and the local store too where
-    neither it nor any tracked text exists (a copy of the tools alone); a writer creates
-    them."""
-    if given is None:
-        return None
-    path = given or os.environ.get("CONVGEN_TUNING_DB")
-    if not path:
-        return open_store(create=writing)
-    if not (given or writing or os.path.exists(path)):
-        return None
-    return path
-
-
-def why_none() -> str:
-    """Why resolve("") found no database for a reader."""
-    env = os.environ.get("CONVGEN_TUNING_DB")
-    return f"{env} does not exist" if env else f"no tracked data in {data_dir()}"
-
-
-def describe(path: str) -> str:
-    """A database as a run's `#` line names it: the local store as such, any other file by
-    its name."""
-    return "the local tuning store" if path == store_path() else os.path.basename(path)
-
-
-def _fingerprint(folder: str) -> dict[str, tuple[int, int]]:
-    """{file name: (size, mtime_ns)} of a data folder's batch files: what the store was
-    built from, compared at every open (a few stat calls)."""
-    out = {}
-    for path in tuning_text.data_files(folder):
-        st = os.stat(path)
-        out[os.path.basename(path)] = (st.st_size, st.st_mtime_ns)
-    return out
-
-
-_FRESH: dict[str, dict] = {}   # store path -> the fingerprint it was last seen up to date with
-
-
-def open_store(folder: str | None = None, create: bool = True) -> str | None:
-    """The local store's path, brought up to date with the tracked text (TuningDB.sync)
-    when that changed since it was built: created on first use, its tracked rows built
-    again when a file changed or went, the new files' rows added when files were added.
-    Rows measured here and not yet exported stay. None where there is neither a store nor
-    any text and `create` is off: a reader leaves no empty store behind."""
-    folder = folder or data_dir()
-    path = store_path(folder)
-    seen = _fingerprint(folder)
-    if _FRESH.get(path) == seen:
-        return path
-    if not (seen or create or os.path.exists(path)):
-        return None
-    if os.path.exists(path):
-        try:
-            with TuningDB(path, readonly=True) as db:
-                if db.synced_with() == seen:
-                    _FRESH[path] = seen
-                    return path
-        except ConvgenError:
-            pass   # being created by another process (no schema yet), or damaged: the writer says
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    except OSError as e:
-        raise ConvgenError(f"cannot create the tuning store's folder {os.path.dirname(path)}: "
-                           f"{e.strerror} (set CONVGEN_CACHE_DIR to a folder you can write)",
-                           field="tuning_db") from None
-    with TuningDB(path) as db:
-        db.sync(folder)
-        _FRESH[path] = db.synced_with()
-    return path
-
-
-def problem_key(problem, arch: str, device: str, triton_version: str, kernel: str) -> dict:
-    """The database key of a problem on a device (see the module's docstring)."""
-    p = problem
-    lay = p.layouts
-    return {"arch": arch, "device": device, "triton": triton_version, "kernel": kernel,
-            "direction": p.direction.name, "dtype": p.dtype.name,
-            "layouts": f"{lay['input']}/{lay['filter']}/{lay['output']}",
-            "n": p.n, "c": p.c * p.g, "k": p.k * p.g, "g": p.g, "h": p.hi, "w": p.wi,
-            "y": p.y, "x": p.x, "stride_h": p.stride_h, "stride_w": p.stride_w,
-            "pad": f"{p.pad_h_l},{p.pad_h_r},{p.pad_w_l},{p.pad_w_r}",
-            "dil_h": p.dil_h, "dil_w": p.dil_w}
-
-
-def problem_from_key(row: dict):
-    """The problem a database row's key columns describe: problem_key's inverse."""
-    lay_in, lay_fil, lay_out = row["layouts"].split("/")
-    pad = tuple(int(v) for v in row["pad"].split(","))
-    return make_problem(direction=row["direction"], dtype=dtypes.elem_type(row["dtype"]),
-                        n=row["n"], g=row["g"], c_total=row["c"], k_total=row["k"],
-                        hi=row["h"], wi=row["w"], y=row["y"], x=row["x"],
-                        stride=(row["stride_h"], row["stride_w"]),
-                        dilation=(row["dil_h"], row["dil_w"]), pad=pad,
-                        layouts={"input": lay_in, "filter": lay_fil, "output": lay_out})
-
-
-def key_for(problem, backend) -> dict:
-    """The key of a problem on this backend, this Triton and these kernels."""
-    import triton
-
-    from convgen.kernels.launch import kernel_digest   # torch and Triton (the kernel modules): a key needs them, a lookup of text does not
-    return problem_key(problem, backend.arch, backend.device_name(), triton.__version__,
-                       kernel_digest(problem.direction))
-
-
 @dataclass(frozen=True)
 class Best:
     config: str
@@ -315,22 +183,6 @@ class Best:
     searched: str = SEARCHED_ALL
     # the Triton version that measured it (best_near); not part of what the best is
     triton: str | None = field(default=None, compare=False)
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    """"3.6.0" -> (3, 6, 0); "3.2.0+gitabc" -> (3, 2, 0): the numbers a version starts with."""
-    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
-
-
-def nearest_version(want: str, have: list[str]) -> str:
-    """Of `have`, the version nearest to `want`: the same major first, then the closest
-    minor, then the closest patch; of two as near, the newer."""
-    w = _version_tuple(want)
-
-    def distance(v: str):
-        t = _version_tuple(v)
-        return tuple(abs(a - b) for a, b in zip(t + (0,) * 3, w + (0,) * 3)), tuple(-x for x in t)
-    return min(have, key=distance)
 
 
 OPEN_WAIT_S = 60
@@ -707,7 +559,7 @@ class TuningDB:
         Of two rows of one (key, config), the later measured wins, a row measured here
         too. Rows measured here stay (source NULL). -> how many files were read."""
         with self._transaction():
-            seen = _fingerprint(folder)
+            seen = tuning_text.fingerprint(folder)
             known = self.synced_with()
             if known == seen:
                 return 0
@@ -801,7 +653,7 @@ class TuningDB:
         exact = self.best(key)
         if exact is not None:
             return exact
-        same = tuning_text.same_kernels(data_dir()).get(key["kernel"], ())
+        same = tuning_text.same_kernels(tuning_text.data_dir()).get(key["kernel"], ())
         for kernel in (key["kernel"], *same):
             others = {**{c: key[c] for c in KEY_COLUMNS if c != "triton"}, "kernel": kernel}
             rows = self.con.execute(

@@ -35,6 +35,7 @@ import re
 import tempfile
 import time
 
+from convgen import REPO_ROOT
 from convgen.errors import ConvgenError
 
 FORMAT = "convgen-tuning-data"
@@ -259,3 +260,19 @@ def _census(folder: str, whole_only: bool = False) -> tuple[dict, dict]:
             if best is not None and (not whole_only or best[4] == SEARCHED_ALL):
                 got.add(key)
     return rows, bests
+
+
+def data_dir() -> str:
+    """The tracked text the local store is built from: $CONVGEN_TUNING_DATA, else the
+    repository's tuning/data."""
+    return os.environ.get("CONVGEN_TUNING_DATA") or os.path.join(REPO_ROOT, "tuning", "data")
+
+
+def fingerprint(folder: str) -> dict[str, tuple[int, int]]:
+    """{file name: (size, mtime_ns)} of a data folder's batch files: what the store was
+    built from, compared at every open (a few stat calls)."""
+    out = {}
+    for path in data_files(folder):
+        st = os.stat(path)
+        out[os.path.basename(path)] = (st.st_size, st.st_mtime_ns)
+    return out
