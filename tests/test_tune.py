@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from convgen import cli, picks
+from convgen import cli, picks, run_flags
 from convgen import flags
 from convtune import commands as lab_commands
 from convtune import store
@@ -290,7 +290,7 @@ def test_a_missing_model_for_top_is_one_error_line_before_the_database_is_made(t
 
 def test_tune_flags_and_problem_flags_never_collide():
     tune_keys = set(lab_commands.TUNE_FLAGS.by_key)
-    assert not tune_keys & set(cli.ROCMLIR_FLAGS.by_key)
+    assert not tune_keys & set(run_flags.ROCMLIR_FLAGS.by_key)
     mine, rest = flags.split_flags(["--db", "x.sqlite", "-t", "f16", "--allow-cpu", "-batchsize=2",
                                    "--jobs=3", "-x2"], lab_commands.TUNE_FLAGS)
     assert mine == ["--db", "x.sqlite", "--allow-cpu", "--jobs=3"]

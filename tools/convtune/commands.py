@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from convgen import cli
+from convgen import cli, run_flags
 from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import (as_text, choice, flag_table, listed, nonneg, one_of, positive,
@@ -20,7 +20,7 @@ TUNE_FLAGS = flag_table(
     ("convgen tune (every other flag is the problem's, as in a test; -x2 is implied)", [
         ("db", "db", as_text, "the tuning database to fill (created when missing); "
          "`convgen tuning-export` then writes what it measured into tuning/data",
-         cli.TUNING_DB_DEFAULT),
+         run_flags.TUNING_DB_DEFAULT),
         ("lines", "lines", as_text, "a file of problems: one convgen flag set per line (# starts a "
          "comment line; a pipe and what follows it are dropped)", ""),
         ("layers", "layers", one_of("issue", "selector", *models.NETWORKS),
@@ -28,7 +28,7 @@ TUNE_FLAGS = flag_table(
          + ", ".join(models.NETWORKS) + " (models.py), or selector: the selector's training "
          "set (every network, batches 1 to 256; --batch and --types do not apply)", ""),
         ("batch", "batch", listed(positive), "batch sizes of --layers", "256"),
-        ("types", "types", listed(cli.dtype_name), "types of --layers", "f16,bf16"),
+        ("types", "types", listed(run_flags.dtype_name), "types of --layers", "f16,bf16"),
         ("directions", "directions", listed(choice(DIRECTION_OPERATION)),
          "directions of --layers: fwd, bwd_data, bwd_weight", "all three"),
         ("max_configs", "max_configs", positive, "measure at most the first N configs of the space",
@@ -65,7 +65,7 @@ TUNING_STATS_FLAGS = flag_table(
 TUNING_EXPORT_FLAGS = flag_table(
     ("convgen tuning-export: write what a tuning database measured beyond the tracked data "
      "as new text files (one per arch, device and direction), to commit as they are", [
-        ("db", "db", as_text, "the tuning database whose rows to write", cli.TUNING_DB_DEFAULT),
+        ("db", "db", as_text, "the tuning database whose rows to write", run_flags.TUNING_DB_DEFAULT),
         ("data", "data", as_text, "the folder of tracked tuning data: what it holds is not "
          "written again, and the new files go there", "$CONVGEN_TUNING_DATA, else tuning/data"),
         ("out", "out", as_text, "write the new files here instead (a GPU machine's output folder), "
@@ -80,7 +80,7 @@ def _selector_trees() -> str:
 
 SELECTOR_FLAGS = flag_table(
     ("convgen train-selector / eval-selector", [
-        ("db", "db", as_text, "the tuning database to learn from", cli.TUNING_DB_DEFAULT),
+        ("db", "db", as_text, "the tuning database to learn from", run_flags.TUNING_DB_DEFAULT),
         ("arch", "arch", as_text, "the device arch whose measurements to use (sm90, gfx942, ...)",
          "sm90"),
         ("device", "device", as_text, "learn from this device's measurements alone (its name as "
