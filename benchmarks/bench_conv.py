@@ -54,7 +54,11 @@ import triton  # noqa: E402
 
 from convgen.backend import current  # noqa: E402
 from convgen.dtypes import elem_type  # noqa: E402
-from convgen.inputs import empty_output, make_inputs  # noqa: E402
+from convgen.inputs import make_inputs  # noqa: E402
+try:   # the guard bands' own module (older trees: convgen.inputs)
+    from convgen.guards import empty_output  # noqa: E402
+except ImportError:
+    from convgen.inputs import empty_output  # noqa: E402
 from convgen.kernels.config import choose  # noqa: E402
 try:   # the pick's one place (older trees: kernels/config.py; before the database, none)
     from convgen.picks import MODEL_SOURCE, select  # noqa: E402

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 
 import torch  # noqa: E402
 
-from convgen import inputs  # noqa: E402
+from convgen import guards, inputs  # noqa: E402
 from convgen.dtypes import elem_type  # noqa: E402
 from convgen.problem import make_problem  # noqa: E402
 
@@ -59,7 +59,7 @@ def main() -> int:
         torch.empty(shape, dtype=dt, device=device).fill_(float("nan"))
 
     def guarded_output():
-        inputs.guarded_output(p, device)
+        guards.guarded_output(p, device)
 
     src = {name: torch.randn(p.physical_shape(name), dtype=dt, device=device) for name in p.reads}
 
@@ -73,7 +73,7 @@ def main() -> int:
             buf.fill_(float("nan"))
             g.copy_(t)
 
-    _, guard = inputs.guarded_output(p, device)
+    _, guard = guards.guarded_output(p, device)
     rows = {
         "output: plain (alloc + poison)": _median_ms(plain_output, device),
         "output: guarded (alloc + margins + poison)": _median_ms(guarded_output, device),

@@ -3,15 +3,15 @@
 traceback, a hang or a silent wrong pass. Each row is a case once seen to go wrong."""
 import json
 import os
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from convgen import backend, cli, driver
+from convgen import backend, cli, driver, guards
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = str(REPO / "tools")
@@ -334,7 +334,7 @@ def test_inputs_sit_between_margins_of_nan(capsys):
         whole = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
         inside = torch.zeros(whole.numel(), dtype=torch.bool)
         inside[t.storage_offset():t.storage_offset() + t.numel()] = True
-        assert whole[~inside].isnan().all() and whole[~inside].numel() >= 2 * inputs.GUARD_MIN
+        assert whole[~inside].isnan().all() and whole[~inside].numel() >= 2 * guards.GUARD_MIN
         assert not t.isnan().any(), name
 
 

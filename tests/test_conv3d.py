@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from convgen import dtypes
 from convgen.backend import current
-from convgen.inputs import empty_output, make_inputs
+from convgen.inputs import make_inputs
+from convgen.guards import empty_output
 from convgen import picks
 from convgen.kernels.launch import run_conv
 from convgen.options import DataSpec

@@ -14,7 +14,8 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 
 from convgen.dtypes import elem_type  # noqa: E402
-from convgen.inputs import DataSpec, empty_output, make_inputs  # noqa: E402
+from convgen.inputs import DataSpec, make_inputs  # noqa: E402
+from convgen.guards import empty_output  # noqa: E402
 from convgen.kernels.gpu_reference import gpu_reference, launch_spec  # noqa: E402
 from convgen.problem import make_problem  # noqa: E402
 from convgen.reference import reference  # noqa: E402

@@ -10,7 +10,8 @@ import torch
 
 from convgen.backend import current
 from convgen.dtypes import elem_type
-from convgen.inputs import DataSpec, empty_output, make_inputs
+from convgen.inputs import DataSpec, make_inputs
+from convgen.guards import empty_output
 from convgen.kernels.config import choose
 from convgen.kernels.launch import run_conv
 from convgen.problem import make_problem

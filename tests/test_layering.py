@@ -19,7 +19,7 @@ LAYERS = (
                "convgen.kernels.common", "convgen.kernels.draw")),
     ("problem, device, thresholds, report", ("convgen.problem", "convgen.backend",
                                              "convgen.tolerance", "convgen.options",
-                                             "convgen.report")),
+                                             "convgen.report", "convgen.guards")),
     ("kernels", ("convgen.kernels.geometry", "convgen.kernels.spec", "convgen.kernels.s2d",
                  "convgen.kernels.config", "convgen.kernels.conv_fwd",
                  "convgen.kernels.conv_bwd_data", "convgen.kernels.conv_bwd_weight",

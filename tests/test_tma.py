@@ -54,7 +54,8 @@ def test_descriptor_kernels_match_float64(direction, dtype, case):
 def test_1x1_stride_1_takes_its_pixels_as_one_run(direction, pixels):
     # n*h*w = 3*5*7 = 105 pixels: boxes of 32 consecutive ones, the last partial, crossing
     # rows and images; pixels stored h, w, n apart (hwnc) keep boxes of the image grid
-    from convgen.inputs import empty_output, make_inputs
+    from convgen.inputs import make_inputs
+    from convgen.guards import empty_output
     from convgen.kernels import tma
     from convgen.options import DataSpec
     layouts = {"input": pixels + "c", "filter": "kyxc", "output": pixels + "k"}
@@ -199,7 +200,8 @@ def _each_right_on_the_gpu(p, configs, seed):
     import torch
 
     from convgen.backend import current
-    from convgen.inputs import DataSpec, empty_output, make_inputs
+    from convgen.inputs import DataSpec, make_inputs
+    from convgen.guards import empty_output
     from convgen.kernels.launch import run_conv
     from oracle import torch_conv
     be = current()
@@ -254,7 +256,8 @@ def test_a_prepared_shared_tile_launch_runs_again_and_again(sharing):
     import torch
 
     from convgen.backend import current
-    from convgen.inputs import DataSpec, empty_output, make_inputs
+    from convgen.inputs import DataSpec, make_inputs
+    from convgen.guards import empty_output
     from convgen.kernels.launch import prepare
     from oracle import torch_conv
     if sharing == "streamk":
@@ -359,7 +362,8 @@ def test_tail_shares_the_tiles_left_after_whole_waves(case, tail):
     assert full % units == 0 and 0 <= tiles - full < units
     assert programs == full + (tiles - full) * tail
     # the launch is that grid: whole waves' programs, then `tail` per leftover tile
-    from convgen.inputs import empty_output, make_inputs
+    from convgen.inputs import make_inputs
+    from convgen.guards import empty_output
     from convgen.options import DataSpec
     device = current().torch_device
     spec = launch.launch_spec(p, make_inputs(p, DataSpec(seed=1), device), empty_output(p, device),
@@ -622,7 +626,8 @@ def _swapped_launch(p, form):
     ("plain", "persistent=1", ...): three different block sizes, so a filter block read with
     its sides swapped would show."""
     from convgen.backend import current
-    from convgen.inputs import empty_output, make_inputs
+    from convgen.inputs import make_inputs
+    from convgen.guards import empty_output
     from convgen.kernels import launch
     from convgen.options import DataSpec
     perf = {"tma": 1, "swap_ab": 1, "block_m": 64, "block_n": 32, "block_k": 16}

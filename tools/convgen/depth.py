@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from convgen.inputs import guarded_output, guarded_zeros
+from convgen.guards import guarded_output, guarded_zeros
 
 
 def _slice_buffer(q, tensor: str, dtype, device):

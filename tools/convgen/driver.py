@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 
 from convgen import backend as backends
-from convgen import report, tolerance
+from convgen import guards, report, tolerance
 from convgen.errors import ConvgenError
-from convgen.inputs import empty_output, guard_elements
+from convgen.guards import empty_output, guard_elements
 from convgen.kernels.geometry import split_workspace
 from convgen.options import RunConfig
 
@@ -224,7 +224,7 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
         kern_in = tensors
         if config.kernel.flush_subnormals and not p.dtype.is_int:
             kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
-        out, guard = inputs.guarded_output(p, device)
+        out, guard = guards.guarded_output(p, device)
         try:
             with _heartbeat("kernel", est if est > INTERPRETER_NOTE_S else 0.0):
                 run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision, guard)

@@ -463,7 +463,7 @@ def verify(kern: torch.Tensor, ref: torch.Tensor, out_type, thresholds=None,
     Tensors of more than 5 dimensions always take the torch pass. bias_check=False leaves
     the mean signed errors out of the verdict (still reported): for a kernel whose output
     cast does not round to nearest by design (Triton's interpreter truncates fp32 to bf16).
-    outside: inputs.Guard.outside() of the kernel output's allocation: writes outside the
+    outside: guards.Guard.outside() of the kernel output's allocation: writes outside the
     tensor fail every bit.
     """
     ot = dtypes.of(out_type)

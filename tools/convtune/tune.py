@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from convgen import backend as backends
-from convgen import driver, inputs, report
+from convgen import driver, guards, inputs, report
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
 from convgen.kernels import launch
@@ -112,7 +112,7 @@ def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, prog
                           best.searched)
     device = be.torch_device
     tensors = inputs.make_inputs(p, config.data, device)
-    out, _ = inputs.guarded_output(p, device)
+    out, _ = guards.guarded_output(p, device)
     invalid = 0
 
     def check(cfg):

@@ -119,7 +119,7 @@ def _prepare_3d(problem, tensors, out, cfg, use_dot, backend, input_precision, g
 def run_conv(problem: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
              backend: Backend, input_precision: str = "ieee", guard=None) -> None:
     """Compute the direction's output into `out` (a logical-order view) from logical-order
-    inputs; `guard` (out's, inputs.Guard) also hears of writes outside intermediate outputs."""
+    inputs; `guard` (out's, guards.Guard) also hears of writes outside intermediate outputs."""
     prepare(problem, tensors, out, cfg, use_dot, backend, input_precision, guard)()
 
 
