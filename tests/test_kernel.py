@@ -101,9 +101,17 @@ def test_random_geometries(seed):
     _check(p, out, ref)
 
 
-@pytest.mark.parametrize("c", [1, 3, 15, 16, 17])
-@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("direction", ["fwd", "bwd_weight"])
+# The PR run takes each direction through c = 3, 16 and 17 (across taps, one whole block,
+# a whole block and a partial one), and fwd through c = 15 (the last across-tap width),
+# alternating the layouts; c = 1, bwd_weight's c = 15 and the other layout of each c are
+# nightly.
+BLOCKS_PR = {("fwd", "nchw", 3), ("fwd", "nhwc", 15), ("fwd", "nchw", 16), ("fwd", "nhwc", 17),
+             ("bwd_weight", "nhwc", 3), ("bwd_weight", "nhwc", 16), ("bwd_weight", "nchw", 17)}
+
+
+@pytest.mark.parametrize("direction,layout,c", [
+    pytest.param(d, lay, c, marks=() if (d, lay, c) in BLOCKS_PR else pytest.mark.nightly)
+    for d in ("fwd", "bwd_weight") for lay in ("nchw", "nhwc") for c in (1, 3, 15, 16, 17)])
 def test_blocks_across_taps_and_within_a_tap(direction, layout, c):
     # c < 16: fwd's reduction blocks and bwd_weight's column tiles run across filter taps
     # (FLAT_R, FLAT_N); from 16 on, each tap's channels are blocked alone. 16-wide blocks
@@ -151,8 +159,11 @@ def test_flops_count_each_forward_product_once(direction):
     assert g.flops == 2 * 3 * 12 * (8 // 4) * 7 * 4 * 3 * 2
 
 
-@pytest.mark.parametrize("group_m", [1, 3, 8])
-@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+# The tile order is one rule for every direction: the PR run takes group_m = 3 (a partial
+# last group) in each direction and 1 and 8 in fwd; the other four are nightly.
+@pytest.mark.parametrize("direction,group_m", [
+    pytest.param(d, gm, marks=() if gm == 3 or d == "fwd" else pytest.mark.nightly)
+    for d in ("fwd", "bwd_data", "bwd_weight") for gm in (1, 3, 8)])
 def test_tile_order_covers_every_tile_once(direction, group_m):
     # 16x16 tiles over a GEMM of several tile rows and columns, whose row count is no
     # multiple of group_m: the last group is partial, and every tile must still be written

@@ -142,12 +142,19 @@ def _study(*argv, cwd=None):
                           capture_output=True, text=True, timeout=1800, cwd=cwd)
 
 
-def test_small_runs_the_grid_resumes_and_reports(tmp_path):
+# The PR run of pytest takes one of --small's four tests through the whole grid (every
+# range, validator, path and emulation); all four, four times as long, are the nightly case.
+@pytest.mark.parametrize("only", [
+    pytest.param(["conv2d_host_validation_f16_bwd_CHECK_ISSUE_127_15_small"], id="one_test"),
+    pytest.param([], id="four_tests", marks=pytest.mark.nightly)])
+def test_small_runs_the_grid_resumes_and_reports(tmp_path, only):
+    n = len(only) or 4
+    only_args = ["-only", ",".join(only)] if only else []
     out = tmp_path / "small.jsonl"
-    p = _study("--small", "-out", out)
+    p = _study("--small", "-out", out, *only_args)
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 4 * 48 and len({r["key"] for r in rows}) == len(rows)
+    assert len(rows) == n * 48 and len({r["key"] for r in rows}) == len(rows)
     assert all("error" not in r for r in rows), [r for r in rows if "error" in r][:2]
     # convgen's own thresholds pass a correct kernel in every setting and range
     assert all(r["bits"] == [1, 1, 1] and r["out_of_tolerance"] == 0 for r in rows)
@@ -162,17 +169,17 @@ def test_small_runs_the_grid_resumes_and_reports(tmp_path):
     # a stopped run resumes: drop the last 5 lines and tear the one before them
     lines = out.read_text().splitlines(keepends=True)
     out.write_text("".join(lines[:-6]) + lines[-6][:20])
-    p = _study("--small", "-out", out, "-report", "off")
-    assert p.returncode == 0 and "6 cases run, 186 already in" in p.stdout, p.stdout + p.stderr
+    p = _study("--small", "-out", out, "-report", "off", *only_args)
+    assert p.returncode == 0 and f"6 cases run, {n * 48 - 6} already in" in p.stdout, p.stdout + p.stderr
     again = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["key"] for r in again) == sorted(r["key"] for r in rows)
     # two processes at once give the same lines as one (the order aside)
     two = tmp_path / "two.jsonl"
-    p = _study("--small", "-out", two, "-ranges", "r0,away", "-jobs", 2, "-report", "off")
+    p = _study("--small", "-out", two, "-ranges", "r0,away", "-jobs", 2, "-report", "off", *only_args)
     assert p.returncode == 0, p.stderr
     par = {r["key"]: r for r in map(json.loads, two.read_text().splitlines())}
     seq = {r["key"]: r for r in rows if r["range"] in ("r0", "away")}
-    assert par.keys() == seq.keys() and len(par) == 4 * (16 + 8)
+    assert par.keys() == seq.keys() and len(par) == n * (16 + 8)
     for k, r in par.items():
         assert {**r, "seconds": 0} == {**seq[k], "seconds": 0}, k
 

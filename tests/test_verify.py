@@ -320,8 +320,12 @@ def launches(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("nonfinite", [False, True])
-@pytest.mark.parametrize("dtype", [F16, torch.bfloat16, torch.float32, torch.int32])
+# The fallback for NaNs and infinities is one path for every type: f16 takes it in the PR
+# run, bf16 and f32 in nightly.
+@pytest.mark.parametrize("dtype,nonfinite", [
+    pytest.param(t, nf, id=f"{str(t).split('.')[-1]}-{nf}",
+                 marks=pytest.mark.nightly if nf and t in (torch.bfloat16, torch.float32) else ())
+    for t in (F16, torch.bfloat16, torch.float32, torch.int32) for nf in (False, True)])
 def test_device_pass_matches_cpu_pass(dtype, nonfinite, launches):
     """All finite: the Triton pass's own numbers. With NaNs and infinities: its fallback."""
     if nonfinite and not dtype.is_floating_point:
