@@ -1,6 +1,8 @@
 """The learned config selector (selector.py): training and evaluation on recorded H100
 measurements (tests/data/selector-measurements.jsonl, no GPU needed), the grouping of
 the cross-validation, the model file, and run-time selection with and without lightgbm."""
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -859,8 +861,13 @@ def test_no_model_for_the_arch_falls_back_to_the_rule(problems, monkeypatch, tmp
 
 
 def _convgen(*args):
-    return subprocess.run([sys.executable, "-m", "convgen", *args], capture_output=True, text=True,
-                          timeout=600)
+    """convgen's main in this process, its output captured: the exit status and both streams
+    as a subprocess gives them, without the seconds a new process spends importing torch."""
+    from convgen import cli
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main([str(a) for a in args])
+    return subprocess.CompletedProcess(list(args), rc, out.getvalue(), err.getvalue())
 
 
 def test_train_and_eval_commands(tmp_path, db):

@@ -145,7 +145,7 @@ def _study(*argv, cwd=None):
 # The PR run of pytest takes one of --small's four tests through the whole grid (every
 # range, validator, path and emulation); all four, four times as long, are the nightly case.
 @pytest.mark.parametrize("only", [
-    pytest.param(["conv2d_host_validation_f16_bwd_CHECK_ISSUE_127_15_small"], id="one_test"),
+    pytest.param(["conv2d_host_validation_f16_CHECK_RESNET101_NCHW_CONFIG1_FWD_f16_small"], id="one_test"),
     pytest.param([], id="four_tests", marks=pytest.mark.nightly)])
 def test_small_runs_the_grid_resumes_and_reports(tmp_path, only):
     n = len(only) or 4
