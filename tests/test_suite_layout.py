@@ -63,10 +63,21 @@ def test_hand_written_16_bit_tests_draw_away_from_zero():
     assert not missing, missing
 
 
-def test_pr_and_nightly_sets_are_both_populated():
-    nightly = [p for p in E2E.rglob("*.mlir") if "REQUIRES: nightly" in p.read_text()]
-    pr = [p for p in E2E.rglob("*.mlir") if "Output" not in p.parts and p not in nightly]
+def _requires(path) -> set:
+    return {w.strip() for line in re.findall(r"^// REQUIRES: (.*)$", path.read_text(), re.M)
+            for w in line.split(",")}
+
+
+def test_the_readme_counts_the_pr_and_nightly_sets():
+    files = [p for p in E2E.rglob("*.mlir") if "Output" not in p.parts]
+    nightly = [p for p in files if "nightly" in _requires(p)]
+    pr = [p for p in files if p not in nightly]
+    gpu = lambda ps: sum("gpu" in _requires(p) for p in ps)   # noqa: E731
     assert len(nightly) >= 75 and len(pr) >= 50
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert (f"every test without `REQUIRES: nightly`: {len(pr)} files, {gpu(pr)} of which need "
+            "a GPU") in readme
+    assert f"adds the other {len(nightly)} files, {gpu(nightly)} of which need a GPU" in readme
 
 
 def test_no_test_is_retried():
