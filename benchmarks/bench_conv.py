@@ -93,7 +93,7 @@ except ImportError:
 def _models():
     """This tree's layer lists (models.py), whichever tree's kernels are timed."""
     import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "convgen", "models.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "convtune", "models.py")
     spec = importlib.util.spec_from_file_location("bench_models", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -111,7 +111,7 @@ def test_our_config_is_the_one_convgen_selects_model_first_rule_on_request():
     config where convgen ran the model's pick: its rows must come from the same call."""
     from convgen.kernels.config import choose
     from convgen.picks import MODEL_SOURCE, select
-    from convtune.selector import offline_backend
+    from convtune.dataset import offline_backend
     be = offline_backend("sm90", "NVIDIA H100 80GB HBM3")
     # a layer no table has: no tuned entry in any database
     p = make_problem(direction="fwd", dtype=elem_type("f16"), n=3, g=1, c_total=40, k_total=72,

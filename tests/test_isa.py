@@ -219,7 +219,7 @@ def test_bwd_weight_descriptor_kernels_wait_for_their_wgmma_each_step_on_sm90():
     # column only shows the scan runs here: this machine's Triton and ptxas gave no hazard
     # even without the wait
     code = ("from convaudit.isa import CHANNELS_LAST, compile_conv\n"
-            "from convgen.kernels import wgmma_hazard\n"
+            "from convaudit import wgmma_hazard\n"
             "for extra in ({'split': 1}, {'split': 2}, {'streamk': 1}, {'s2d': 2}):\n"
             "    perf = {'tma': 1, 'block_m': 128, 'block_n': 128, 'block_k': 64,\n"
             "            'num_warps': 4, 'num_stages': 4, **extra}\n"
