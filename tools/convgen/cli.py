@@ -35,7 +35,7 @@ from convgen.commands import Command
 from convgen.compare import run as compare
 from convgen.directions import FWD
 from convgen.errors import ConvgenError
-from convgen.flags import Table, flag_help, flag_key, one_line, quiet_broken_pipe, scan
+from convgen.flags import Table, flag_key, one_line, quiet_broken_pipe, scan, usage_text
 from convgen.inputs import validate
 from convgen.options import (CompareConfig, Comparison, DataSpec, KernelOptions, ReferenceOptions,
                              ReportOptions, RunConfig)
@@ -327,9 +327,7 @@ def usage(table: Table = ROCMLIR_FLAGS) -> str:
                 "usage: convgen conv|convfp16|convbfp16|convint8 [MIOpenDriver flags] "
                 "[convgen flags]\n\nMIOpenDriver spellings; the CPU reference is on by default.\n"),
             }[id(table)]
-    return (head + flag_help(table)
-            + "\nFlags take one or two dashes and -flag=value or -flag value; the last of a "
-              "repeated flag wins.\n")
+    return usage_text(head, table)
 
 
 # ---- convgen compare ----------------------------------------------------------------------

@@ -5,11 +5,11 @@ import time: `plugin_commands` looks each module up when a command line asks, an
 out a package that is not installed. Adding a command touches its own module alone."""
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from convgen.flags import Table, flag_help
+from convgen import optional_module
+from convgen.flags import Table, usage_text
 
 # packages of commands on top of the suite: the tuning lab, the fp16 study
 PLUGINS = ("convtune.commands", "convstudy.commands")
@@ -25,23 +25,13 @@ class Command:
                                            # field names one of `flags`
 
     def usage(self) -> str:
-        return (f"usage: {self.synopsis}\n\n{self.about}" + flag_help(self.flags)
-                + "\nFlags take one or two dashes and -flag=value or -flag value; the last of a "
-                  "repeated flag wins.\n")
+        return usage_text(f"usage: {self.synopsis}\n\n{self.about}", self.flags)
 
 
 def plugin_commands() -> list[Command]:
     """Every plug-in package's commands, in PLUGINS order; a package not installed has none."""
-    out = []
-    for name in PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name is not None and name.startswith(e.name):
-                continue
-            raise
-        out += module.COMMANDS
-    return out
+    modules = (optional_module(name) for name in PLUGINS)
+    return [c for m in modules if m is not None for c in m.COMMANDS]
 
 
 def find(name: str, own: tuple) -> Command | None:

@@ -221,6 +221,13 @@ def flag_help(table: Table, width: int = 100) -> str:
     return "\n".join(lines) + "\n"
 
 
+def usage_text(head: str, table: Table) -> str:
+    """A command's --help: its head, its flags, and how flags are spelled."""
+    return (head + flag_help(table)
+            + "\nFlags take one or two dashes and -flag=value or -flag value; the last of a "
+              "repeated flag wins.\n")
+
+
 def timestamp(text: str) -> str:
     """A time as the tuning database writes it (measured_at), so the two compare as text."""
     import datetime

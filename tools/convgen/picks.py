@@ -7,21 +7,21 @@ the suite, which never imports it by name: `picker()` finds its picker module at
 
     pick(problem, backend, tuning_db, selector) -> (KernelConfig | None, source)
         the config for a 2-D matrix-core problem and a phrase saying where it came from;
-        None and why not where it has none (the rule is then taken, with that reason);
+        None and why not where it has none (the rule is then taken, with that reason); a
+        database or model named on the command line that cannot be opened is an error;
     check(tuning_db, selector)
-        opens a database or model named on the command line, so that a wrong path is one
-        error line even where the run does not consult it.
+        opens a database or model named on the command line where no pick is asked for (the
+        FMA path, a forced config, a 3-D problem), so a wrong path is one error line there too.
 
 Without the lab, every run takes the rule and the `#` line says so; a tuning database or
 selector model named on the command line is then an error.
 """
 from __future__ import annotations
 
-import functools
-import importlib
 import os
 from dataclasses import replace
 
+from convgen import optional_module
 from convgen.backend import Backend
 from convgen.errors import ConvgenError
 from convgen.kernels.config import KernelConfig, choose, default_config, min_block_k, validate
@@ -32,20 +32,10 @@ MODEL_SOURCE = "selected by model"   # how a source begins for a model's pick (d
                                      # Triton refuses gives way to the rule)
 
 
-@functools.cache
-def _picker(name: str):
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name is not None and name.startswith(e.name):
-            return None   # the lab (or the module named) is not installed
-        raise
-
-
 def picker():
     """The picker module ($CONVGEN_PICKER, else convtune.picker), or None where it is not
     importable."""
-    return _picker(os.environ.get("CONVGEN_PICKER") or PICKER)
+    return optional_module(os.environ.get("CONVGEN_PICKER") or PICKER)
 
 
 def _no_lab(what: str) -> str:
@@ -76,7 +66,8 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     if lab is None and (db_path or selector_path):
         raise ConvgenError(_no_lab("a tuning database" if db_path else "a selector model"),
                            field="tuning_db" if db_path else "selector")
-    if lab is not None and (db_path or selector_path):
+    lookup = use_dot and not overrides and not problem.is_3d   # the lab opens both itself
+    if lab is not None and (db_path or selector_path) and not lookup:
         lab.check(db_path, selector_path)
     moved = []
     if overrides and perf_form:

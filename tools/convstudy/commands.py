@@ -80,7 +80,8 @@ def parse_study_report(argv: list[str]) -> dict:
 
 def _study(name: str, args: list[str]) -> int:
     v = parse_study(args)
-    if study.main(v) is not None:
+    study.main(v)
+    if not v.get("report", True):
         return 0
     if v.get("small") or "out" in v:   # not the page's data: a report of its own beside it
         out = study.results_path(v)

@@ -459,9 +459,9 @@ def results_path(v: dict) -> str:
     return os.path.join(RESULTS_DIR, f"{backends.current().arch}{small}.jsonl")
 
 
-def main(v: dict) -> int | None:
-    """`convgen study`, from convstudy.commands.parse_study's values: 0, or None where the
-    report is to follow (-report, the default; convstudy.commands writes it)."""
+def main(v: dict) -> int:
+    """`convgen study`, from convstudy.commands.parse_study's values (its report, -report:
+    convstudy.commands)."""
     tests = load_tests(v.get("tests", DEFAULT_TESTS))
     if v.get("small"):
         tests = small_tests(tests)
@@ -484,4 +484,4 @@ def main(v: dict) -> int | None:
     print(f"convgen study: {c['ran']} cases run, {c['done_before']} already in {out}, "
           f"{c['errors']} could not run, {c['failed_bits']} with a 0 bit "
           f"({time.perf_counter() - t0:.0f} s)")
-    return 0 if not v.get("report", True) else None
+    return 0

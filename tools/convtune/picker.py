@@ -18,6 +18,7 @@ def pick(problem, backend, db_path: str | None,
     if path:
         with tuning_db.TuningDB(path, readonly=True) as db:
             best = db.best_near(keys.key_for(problem, backend))
+    check(None, selector_path)   # even where a tuned entry wins: a wrong path is an error
     where = store.describe(path) if path else None
     if best is not None:
         of = "" if best.searched == tuning_db.SEARCHED_ALL else f" of {best.searched}"
