@@ -34,6 +34,11 @@ which wins over both CMake and the defaults:
   exec_root          where the Output/ folders (each test's %t) go; give each lit
                      run of its own one when several run at once on one tree
                      (scripts/flakiness does): they would delete each other's %t
+  list_runs          a file: each convgen run a test would make is written to it as
+                     a JSON line, and nothing runs (`convgen audit` reads it)
+  features_of        an arch (gfx942, sm90, ...): the tests and RUN lines that device
+                     would run, its lit features taken instead of the probed device's
+                     (with list_runs; nothing can run on a device that is not here)
 
 Facts come from the tool, never from a copy here: the device and its features from
 `python -m convgen.backend`, the threshold syntax from convgen.tolerance, the flag
@@ -58,6 +63,7 @@ E2E_DIR = os.path.join(SRC_ROOT, "e2e")
 sys.path.insert(0, os.path.join(SRC_ROOT, "tools"))
 from convgen import cli, tolerance  # noqa: E402  (neither imports torch)
 from convgen.backend import INTERPRETER, Backend  # noqa: E402
+from convgen.backend import of_arch as backend_of_arch  # noqa: E402
 from convgen.lit_format import ConvgenTest  # noqa: E402  (imports lit, not torch)
 
 DEFAULTS = {
@@ -79,6 +85,8 @@ DEFAULTS = {
     "filecheck": "",
     "python": "",
     "exec_root": "",
+    "list_runs": "",
+    "features_of": "",
 }
 IGNORED_ABS_THRESHOLD = "1000"   # E2E_IGNORE_MAXABSDIFF, as in the study's example
 
@@ -249,7 +257,16 @@ def probe_device():
         return INTERPRETER, [], "device probe failed: %s" % e
 
 
-device, gpus, note = probe_device()
+if setting("features_of"):
+    if not setting("list_runs"):
+        lit_config.fatal("features_of=%s: only with list_runs (the tests cannot run on a "
+                         "device that is not here)" % setting("features_of"))
+    try:
+        device, gpus, note = backend_of_arch(setting("features_of")), [], ""
+    except ValueError as e:
+        lit_config.fatal("features_of: %s" % e)
+else:
+    device, gpus, note = probe_device()
 if note:
     lit_config.note("device probe: %s" % note)
 arch = device.arch
@@ -287,7 +304,8 @@ config.test_format = ConvgenTest(convgen, filecheck_cmd, inprocess=inprocess,
                                  filecheck_inprocess=filecheck_inprocess,
                                  gpu_env=device.visible_devices_variable, gpus=gpus,
                                  record=os.path.abspath(setting("record_runs")) if setting("record_runs") else None,
-                                 comparator=comparator)
+                                 comparator=comparator,
+                                 list_runs=os.path.abspath(setting("list_runs")) if setting("list_runs") else None)
 lit_config.note("conv-e2e: device %s (%s%s), FileCheck %s, convgen %s%s"
                 % (arch, device.kind, ", %d GPUs" % len(gpus) if len(gpus) > 1 else "",
                    filecheck_cmd, convgen, " in the lit workers" if inprocess else ""))

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from convgen import gpus
 from convgen.backend import Backend
 from convgen.dtypes import FP8_TYPES, TYPES, elem_type
 from convgen.errors import ConvgenError
@@ -214,7 +215,7 @@ def test_the_gpu_name_is_asked_of_torch_once_per_gpu(monkeypatch):
 
 def test_the_gpu_counts_its_own_units_once_per_gpu(monkeypatch):
     """Backend.units is the device's own count of SMs (CUs), asked of torch once per GPU:
-    the selector's features fall back to it for a GPU backend.DEVICE_UNITS does not name,
+    the selector's features fall back to it for a GPU gpus.DEVICES does not name,
     and a persistent launch runs one program on each (kernels/spec.units)."""
     import types
 
@@ -227,6 +228,7 @@ def test_the_gpu_counts_its_own_units_once_per_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda i: asked.append(i) or types.SimpleNamespace(multi_processor_count=counts[i]))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     backend.gpu_units.cache_clear()
     try:
         be = Backend("cuda", "sm90", 32)
@@ -236,6 +238,8 @@ def test_the_gpu_counts_its_own_units_once_per_gpu(monkeypatch):
         assert spec.units(torch.device("cuda", 1)) == 114 and spec.units(torch.device("cuda", 0)) == 132
         assert asked == [0, 1]
         assert INTERP.units() == 0
-        assert spec.units(torch.device("meta")) == backend.DEVICE_UNITS["NVIDIA H100 80GB HBM3"]
+        assert spec.units(torch.device("meta")) == gpus.DEVICES["NVIDIA H100 80GB HBM3"].units
+        with backend.cross_compiling("gfx942"):
+            assert spec.units(torch.device("meta")) == gpus.DEVICES["AMD Instinct MI300X"].units
     finally:
         backend.gpu_units.cache_clear()

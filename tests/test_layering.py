@@ -14,7 +14,7 @@ TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The suite's modules, bottom up: a module imports only modules of its own layer or below.
 LAYERS = (
-    ("facts", ("convgen", "convgen.errors", "convgen.glibc_rand", "convgen.directions",
+    ("facts", ("convgen", "convgen.errors", "convgen.glibc_rand", "convgen.directions", "convgen.gpus",
                "convgen.dtypes", "convgen.perf_text", "convgen.flags", "convgen.kernels",
                "convgen.kernels.common", "convgen.kernels.draw")),
     ("problem, device, thresholds, report", ("convgen.problem", "convgen.backend",

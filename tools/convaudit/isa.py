@@ -37,6 +37,7 @@ from convgen.kernels.config import choose
 from convgen.problem import make_problem
 
 TARGETS = {
+    "gfx908": GPUTarget("hip", "gfx908", 64),
     "gfx90a": GPUTarget("hip", "gfx90a", 64),
     "gfx942": GPUTarget("hip", "gfx942", 64),
     "gfx950": GPUTarget("hip", "gfx950", 64),
@@ -55,10 +56,11 @@ def pointer_type(dtype) -> str:
 
 
 def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict | None = None,
-                   aligned: tuple = ()):
+                   aligned: tuple = (), ranged: tuple = ()):
     """Compile `fn` for `target`; `args` maps each runtime parameter to a Triton type string.
     `aligned` names the parameters to treat as multiples of 16, as a launch does for 16-byte
-    aligned pointers and such integers (vectorized loads depend on it)."""
+    aligned pointers and such integers (vectorized loads depend on it); `ranged` the
+    pointers a HIP launch marks as reaching less than 2 GB (buffer loads depend on it)."""
     declared = inspect.signature(fn.fn if hasattr(fn, "fn") else fn).parameters
     params = list(declared)
     signature, constexprs = {}, dict(constexprs)
@@ -73,7 +75,11 @@ def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict 
             constexprs[name] = declared[name].default
         else:
             raise KeyError(f"no type given for kernel parameter '{name}'")
-    attrs = {(params.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    attrs: dict = {}
+    for a in aligned:
+        attrs.setdefault((params.index(a),), []).append(["tt.divisibility", 16])
+    for a in ranged:
+        attrs.setdefault((params.index(a),), []).append(["tt.pointer_range", 32])
     src = ASTSource(fn, signature, constexprs={k: v for k, v in constexprs.items()}, attrs=attrs)
     opts = backend_of(target).compile_options(dict(options or {}))
     return triton.compile(src, target=TARGETS[target], options=opts)

@@ -16,7 +16,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from convgen import dtypes
+from convgen import dtypes, gpus
 
 # Triton 3.9 warns when this is unset; the FMA path is meant to fuse a*b+c.
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -24,19 +24,6 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 # Compile options only Triton's HIP backend takes (CUDA raises KeyError on them).
 AMD_COMPILE_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 MAX_THREADS_PER_PROGRAM = 1024   # NVIDIA and AMD alike
-
-# SMs (CUs on AMD) by the name torch gives a GPU, the name the tuning database keys on:
-# the selector's features count waves of them for GPUs that are not at hand (a model
-# trained and judged on the CPU); Backend.units asks the device itself.
-DEVICE_UNITS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H100 PCIe": 114, "NVIDIA H100 NVL": 132,
-                "NVIDIA H200": 132, "NVIDIA A100-SXM4-80GB": 108, "NVIDIA A100-SXM4-40GB": 108,
-                "AMD Instinct MI250X": 110, "AMD Instinct MI210": 104, "AMD Instinct MI300X": 304,
-                "interpreter": 1}
-# What one SM (CU) holds at once of the programs that run on it, by arch: shared memory
-# (bytes), warps, 32-bit registers (CUDA's per-SM limits; the AMD archs are not here yet,
-# and the selector's occupancy feature is 0 for them).
-UNIT_LIMITS = {"sm90": (233472, 64, 65536), "sm80": (167936, 64, 65536)}
-
 
 @dataclass(frozen=True)
 class Backend:
@@ -122,19 +109,35 @@ class Backend:
         numpy's, which rounds to nearest."""
         return not self.interpreter
 
+    @property
+    def facts(self) -> gpus.Arch | None:
+        """What one SM (CU) of this arch holds (gpus.ARCHS); None for the interpreter and
+        an arch the table lacks."""
+        return None if self.interpreter else gpus.arch(self.arch)
+
     def device_name(self) -> str:
         """The GPU's marketing name (the tuning database's key holds it: two parts of one arch
-        differ in SMs and clocks); the backend's kind without a GPU."""
+        differ in SMs and clocks); the backend's kind without a GPU; while cross-compiling
+        (`cross_compiling`), the device the target's arch stands for (gpus.REFERENCE_DEVICE)."""
         if self.interpreter:
             return self.kind
+        if _CROSS_TARGET is not None:
+            ref = cross_device(self.arch)
+            return ref.name if ref else self.arch
         import torch
         return _gpu_name(torch.cuda.current_device())
 
     def units(self) -> int:
-        """SMs (CUs on ROCm) of the device, as it counts them; 0 for the interpreter."""
+        """SMs (CUs on ROCm) of the device, as it counts them; 0 for the interpreter; while
+        cross-compiling, the units of the device the target's arch stands for (0 if none)."""
         if self.interpreter:
             return 0
         import torch
+        if _CROSS_TARGET is not None or not torch.cuda.is_available():
+            # a launch built for a GPU that is not here (a cross-compile, a rule asked
+            # about another device): the units of the device its arch stands for
+            ref = cross_device(self.arch)
+            return ref.units if ref else 0
         return gpu_units(torch.cuda.current_device())
 
     @property
@@ -219,24 +222,47 @@ class Backend:
 INTERPRETER = Backend("interpreter", "interpreter", 1)
 
 
+def of_arch(arch: str) -> Backend:
+    """The Backend of a GPU of `arch` ("sm90", "gfx942"), for work done without one: a
+    cross-compile, the lit features of another device, a rule asked about it."""
+    if arch == "interpreter":
+        return INTERPRETER
+    if arch.startswith("gfx"):
+        facts = gpus.arch(arch)
+        return Backend("hip", arch, facts.wave if facts else 64)
+    if arch.startswith("sm") and arch[2:].isdigit():
+        return Backend("cuda", arch, 32)
+    raise ValueError(f"unknown arch '{arch}' (sm80, sm90, ..., gfx908, gfx90a, gfx942, gfx950)")
+
+
 _CROSS_TARGET = None
+_CROSS_DEVICE = None
 
 
 @contextlib.contextmanager
-def cross_compiling(target: str):
-    """While a launch is built for `target` without its GPU (convaudit.isa cross-compiles
-    with meta tensors, which have no device to ask): what `cross_target` answers."""
-    global _CROSS_TARGET
-    before, _CROSS_TARGET = _CROSS_TARGET, target
+def cross_compiling(target: str, device: str | None = None):
+    """While a launch is built for `target` without its GPU (convaudit cross-compiles with
+    meta tensors, which have no device to ask): what `cross_target` answers, and the device
+    whose units a launch counts (`device`, a gpus.DEVICES name; else the arch's reference
+    device)."""
+    global _CROSS_TARGET, _CROSS_DEVICE
+    before = _CROSS_TARGET, _CROSS_DEVICE
+    _CROSS_TARGET, _CROSS_DEVICE = target, device
     try:
         yield
     finally:
-        _CROSS_TARGET = before
+        _CROSS_TARGET, _CROSS_DEVICE = before
 
 
 def cross_target() -> str | None:
     """The target a launch is being built for without its GPU (`cross_compiling`), else None."""
     return _CROSS_TARGET
+
+
+def cross_device(arch: str) -> gpus.Device | None:
+    """The device a cross-compile for `arch` stands for: the one `cross_compiling` named,
+    else the arch's reference device."""
+    return (gpus.device(_CROSS_DEVICE) if _CROSS_DEVICE else None) or gpus.reference_device(arch)
 
 
 @functools.lru_cache(maxsize=None)

@@ -11,8 +11,8 @@ from typing import Callable
 from convgen import optional_module
 from convgen.flags import Table, usage_text
 
-# packages of commands on top of the suite: the tuning lab, the fp16 study
-PLUGINS = ("convtune.commands", "convstudy.commands")
+# packages of commands on top of the suite: the tuning lab, the fp16 study, the ISA audit
+PLUGINS = ("convtune.commands", "convstudy.commands", "convaudit.commands")
 
 
 @dataclass(frozen=True)

@@ -81,11 +81,14 @@ class ConvgenTest(lit.formats.ShTest):
         record: a file each in-process convgen run appends its run_record to.
         comparator: the comparator every convgen line gets unless it names one ("": each
             semantics' own).
+        list_runs: a file each test's convgen runs are written to (list_runs_record), in
+            place of running anything (`convgen audit`: what a device would launch).
     """
 
     def __init__(self, convgen: str, filecheck: str, inprocess: bool = True,
                  filecheck_inprocess: bool = False, gpu_env: str | None = None,
-                 gpus: tuple[str, ...] = (), record: str | None = None, comparator: str = ""):
+                 gpus: tuple[str, ...] = (), record: str | None = None, comparator: str = "",
+                 list_runs: str | None = None):
         super().__init__(execute_external=False)
         self.convgen_text = convgen
         self.comparator = comparator
@@ -96,6 +99,7 @@ class ConvgenTest(lit.formats.ShTest):
         self.gpu_env = gpu_env
         self.gpus = tuple(gpus)
         self.record = record
+        self.list_runs = list_runs
 
     # ---- lit's entry point ------------------------------------------------------------
 
@@ -117,6 +121,11 @@ class ConvgenTest(lit.formats.ShTest):
                                            recursion_limit=test.config.recursiveExpansionLimit)
         script = [self._with_settings(line, test.config) for line in script]
         plan = [(line, self._inprocess_line(line, litConfig, test)) for line in script]
+        if self.list_runs:
+            for line, parts in plan:
+                if parts is not None or self.convgen_text in line:
+                    _append(self.list_runs, list_runs_record(test.getFullName(), line, parts))
+            return lit.Test.Result(lit.Test.PASS)
         if (not self.inprocess or test.allowed_retries or _TAINTED
                 or not any(parts for _, parts in plan)
                 or any(self._stateful(line, litConfig, test) for line, _ in plan)):
@@ -411,6 +420,15 @@ def rerun_command(path: str) -> str:
     root = REPO_ROOT + os.sep
     where = path[len(root):] if path.startswith(root) else path
     return f"scripts/lit -v {shlex.quote(where)}"
+
+
+def list_runs_record(test: str, line: str, parts) -> dict:
+    """A convgen run a test would make (`list_runs`): its arguments and whether it runs
+    under `not`; a line the workers would hand to the shell keeps only its text."""
+    if parts is None:
+        return {"test": test, "shell": line}
+    negate, args, _, _ = parts
+    return {"test": test, "args": list(args), "negate": negate}
 
 
 def run_record(argv, status: int, stdout: str, stderr: str, test: str | None = None) -> dict:

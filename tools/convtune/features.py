@@ -9,7 +9,7 @@ import functools
 import itertools
 import math
 
-from convgen.backend import DEVICE_UNITS, UNIT_LIMITS
+from convgen import gpus
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.kernels import geometry, s2d
 from convgen.kernels.geometry import streamk_steps, tail_programs
@@ -115,7 +115,8 @@ class Device:
         """The count backend.DEVICE_UNITS gives its name, else its own: a GPU the table
         lacks is still counted where it runs (without it every wave feature would count
         waves of one SM); 0 where neither knows."""
-        return DEVICE_UNITS.get(self.name) or self.counted_units
+        known = gpus.device(self.name)
+        return known.units if known else (1 if self.name == "interpreter" else self.counted_units)
 
     @functools.cached_property
     def arch_number(self) -> int:
@@ -154,7 +155,9 @@ class _KernelFacts:
     def __init__(self, p, q, dev: Device):
         self.q = q
         self.device_units, self.arch_number = dev.units, dev.arch_number
-        self.limits = UNIT_LIMITS.get(dev.arch)
+        a = gpus.arch(dev.arch)
+        self.limits = ((a.shared_per_unit, a.warps_per_unit, a.regs_per_unit)
+                       if a and a.vendor == "nvidia" else None)
         self.units = self.device_units or 1
         self.m, _, self.r = q.gemm
         self.walk = q.direction.tile_k(q)   # what BLOCK_K steps over: a tap's channels, or pixels

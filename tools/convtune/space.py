@@ -9,7 +9,7 @@ from convgen.backend import Backend
 from convgen.directions import blocks_span_taps
 from convgen.kernels import s2d
 from convgen.kernels.config import (FIELD_VALUES, MAX_CHAIN, MAX_SPLIT, KernelConfig, choose,
-                                    min_block_k, narrow, next_pow2, swap_ab_refused, tma_refused,
+                                    lds_bytes, min_block_k, narrow, next_pow2, swap_ab_refused, tma_refused,
                                     tma_split)
 from convgen.kernels.geometry import (MAX_SHARED, channel_block, persistent_fits, phased_shared,
                                       streamk_fits, views_per_phase)
@@ -24,7 +24,7 @@ SPACE_MN = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 SPACE_K = (32, 64)
 
 
-SPACE_STAGES = {"cuda": (3, 4), "hip": (2,), "interpreter": (1,)}
+SPACE_STAGES = {"cuda": (3, 4), "hip": (2, 3), "interpreter": (1,)}
 
 
 SPACE_SPLIT = (1, 4, 16, 64)
@@ -41,8 +41,8 @@ def _vary(base: KernelConfig, **changes) -> KernelConfig:
 
 def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     """The matrix-core configs `convgen tune` measures and the selector ranks for a problem
-    on a backend, in a fixed order (the default rule's config first). AMD fields come from
-    the default rule."""
+    on a backend, in a fixed order (the default rule's config first). On AMD each tile comes
+    with its compile options varied (_amd_space)."""
     m, _, r = problem.gemm
     n = problem.direction.tile_n(problem)
     # the largest tile kept along M and N: a tile much larger than the GEMM is left out
@@ -72,13 +72,40 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                                 num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
                                 tma=None, s2d=None, persistent=None, streamk=None,
                                 tail=None)
-                    add(cfg)
+                    if backend.is_hip:
+                        # the compile options vary at one split (the one nearest the rule's)
+                        vary = split == min(SPACE_SPLIT, key=lambda v: abs(v - base.split))
+                        for amd in _amd_space(cfg, problem, backend, vary):
+                            add(amd)
+                    else:
+                        add(cfg)
     if not tma_refused(problem, backend):
         for cfg in _tma_space(problem, base):
             add(cfg)
     for cfg in _s2d_space(problem, backend):
         add(cfg)
     return out
+
+
+def _amd_space(cfg: KernelConfig, problem: ConvProblem, backend: Backend,
+               vary: bool = True) -> list[KernelConfig]:
+    """A tile's AMD configs: the rule's compile options, then (`vary`, 2 stages) each varied
+    on its own (waves_per_eu 0 or 2, never 1, which holds a 4-warp program to one wave a
+    SIMD; 16x16 or 32x32 matrix instructions; kpack 2 on gfx942, which gfx950 ignores), and
+    128x128 with 4 warps too. Stages LDS cannot hold are left out."""
+    wide = cfg.block_m * cfg.block_n
+    base = _vary(cfg, waves_per_eu=0 if wide <= 128 * 128 else 2, matrix_instr_nonkdim=16,
+                 kpack=1)
+    out = [base]
+    if vary and cfg.num_stages == 2:
+        out += [_vary(base, waves_per_eu=2 if base.waves_per_eu == 0 else 0),
+                _vary(base, matrix_instr_nonkdim=32)]
+        if backend.arch.startswith("gfx942"):
+            out.append(_vary(base, kpack=2))
+    if wide == 128 * 128:
+        out.append(_vary(base, num_warps=4))
+    have = backend.facts.shared_per_program if backend.facts else None
+    return [c for c in out if have is None or lds_bytes(c, problem, backend) <= have]
 
 
 def _s2d_space(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:

@@ -168,6 +168,13 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
                    f"block_k >= {min_block_k(problem)}")
     if not 1 <= cfg.num_stages <= MAX_STAGES:
         raise _bad(f"num_stages={cfg.num_stages} must be from 1 to {MAX_STAGES}")
+    if use_dot:
+        need, have = lds_bytes(cfg, problem, backend), backend.facts
+        if need is not None and need > have.shared_per_program:
+            raise _bad(f"num_stages={cfg.num_stages}: a {cfg.block_m}x{cfg.block_n}x{cfg.block_k} "
+                       f"{problem.dtype.name} tile in {cfg.num_stages} stages takes "
+                       f"{need / 1024:.0f} KiB of LDS; a {backend.arch} CU has "
+                       f"{have.shared_per_program // 1024} KiB")
     if not 1 <= cfg.split <= MAX_SPLIT:
         raise _bad(f"split={cfg.split} must be from 1 to {MAX_SPLIT}")
     if not 1 <= cfg.group_m <= MAX_GROUP_M:
@@ -234,6 +241,24 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
                            "partial sums exceed the 2^31 elements a kernel can index")
 
 
+def lds_bytes(cfg: KernelConfig, problem: ConvProblem, backend: Backend) -> int | None:
+    """LDS a pointer kernel of `cfg` takes on an AMD GPU, in bytes (None elsewhere: NVIDIA's
+    shared memory is Triton's to check). Triton's AMD pipeliner keeps num_stages - 1 buffers
+    of a step's two blocks (one without pipelining); on gfx950 it copies global memory
+    straight to LDS and keeps num_stages, each padded by up to 1/32. Cross-compiled with
+    Triton 3.9 (gfx90a, gfx942, gfx950): 128x128x64 f16 in 2 stages 32 KiB (gfx950 66 KiB),
+    3 stages 64 KiB (99 KiB), 64x128x64 in 4 stages 72 KiB (99 KiB)."""
+    a = backend.facts
+    if a is None or a.vendor != "amd":
+        return None
+    if cfg.s2d:
+        problem = s2d.inner_problem(problem, cfg.s2d)
+    step = (cfg.block_m + cfg.block_n) * cfg.block_k * max(8, problem.dtype.bits) // 8
+    if a.lds_async:
+        return cfg.num_stages * step * 33 // 32
+    return max(1, cfg.num_stages - 1) * step
+
+
 def swap_ab_refused(problem: ConvProblem, cfg: KernelConfig) -> str | None:
     """Why `cfg` with swap_ab=1 cannot run `problem`; None: it can."""
     if not cfg.tma:
@@ -293,14 +318,49 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool,
         return replace(_tma_default(s2d.inner_problem(problem, mode)), s2d=mode)
     # a channel block no wider than the channels (the C = 3 stem wastes less)
     bk = min(64 if problem.dtype.bits <= 16 else 32, max(min_block_k(problem), next_pow2(k)))
-    cfg = KernelConfig(block_m=bm, block_n=bn, block_k=bk,
-                       num_warps=8 if bm * bn >= 128 * 128 else 4,
-                       num_stages=2 if backend.is_hip else 3,
-                       split=_split(problem, bm, bn))
     if backend.is_hip:
-        cfg = replace(cfg, waves_per_eu=2 if bm * bn >= 128 * 128 else 0, matrix_instr_nonkdim=16,
-                      kpack=1)
-    return cfg
+        return _amd_default(problem, backend, bm, bn, bk)
+    return KernelConfig(block_m=bm, block_n=bn, block_k=bk,
+                        num_warps=8 if bm * bn >= 128 * 128 else 4, num_stages=3,
+                        split=_split(problem, bm, bn))
+
+
+def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: int) -> KernelConfig:
+    """The rule on AMD (no AMD measurements yet: what the compiler reports, convaudit):
+
+    - the tile is halved, the longer side first, down to 64x64, while the launch has fewer
+      programs than the device has CUs (an MI300X has 304; its guide asks for 1024 and more);
+      bwd_weight keeps its tile and splits its reduction instead
+    - waves_per_eu=0: the compiler takes the registers it needs. 2 (the old rule's) made
+      LLVM pad a 128x128 tile to 2 waves a SIMD, one 8-warp program a CU; without it the
+      same kernel takes 74-104 VGPRs, 5-6 waves, and LDS lets two programs share a CU
+    - 16x16 matrix instructions (matrix_instr_nonkdim=16), kpack=1, and 2 stages (one LDS
+      buffer: two 128x128x64 programs fit a 64 KB CU)
+    - bwd_weight's split: parts enough for two programs on every CU of the device
+    """
+    units = backend.units() or 1
+    m, _, _ = problem.gemm
+    for _ in range(4):
+        if (problem.direction.splits_reduction or _programs(problem, bm, bn) >= units
+                or bm * bn <= 64 * 64):
+            break
+        if bm >= bn and bm > 64 and m > 64:
+            bm //= 2
+        elif bn > 64:
+            bn //= 2
+        else:
+            break
+    return KernelConfig(block_m=bm, block_n=bn, block_k=bk,
+                        num_warps=8 if bm * bn >= 128 * 128 else 4, num_stages=2,
+                        split=_split(problem, bm, bn, 2 * units),
+                        waves_per_eu=0 if bm * bn <= 128 * 128 else 2,
+                        matrix_instr_nonkdim=16, kpack=1)
+
+
+def _programs(problem: ConvProblem, bm: int, bn: int) -> int:
+    """Programs of a pointer-kernel launch of bm x bn tiles, before any split."""
+    m, _, _ = problem.gemm
+    return cdiv(m, bm) * column_tiles(problem, bn) * problem.g
 
 
 def _tma_by_default(problem: ConvProblem, backend: Backend) -> bool:
@@ -392,14 +452,15 @@ def chain_fields(cfg: KernelConfig) -> tuple:
     return cfg.s2d, cfg.tma, cfg.streamk, cfg.block_k, cfg.split
 
 
-def _split(problem: ConvProblem, bm: int, bn: int) -> int:
-    """bwd_weight: enough programs to fill ~a GPU, with each part at least a few tiles deep,
-    and no part longer than MAX_CHAIN products (at most 64 parts)."""
+def _split(problem: ConvProblem, bm: int, bn: int, programs: int = 256) -> int:
+    """bwd_weight: enough parts for about `programs` programs (256: two waves of an H100),
+    with each part at least a few tiles deep, and no part longer than MAX_CHAIN products
+    (at most 64 parts)."""
     if not problem.direction.splits_reduction:
         return 1
     m, _, r = problem.gemm
-    tiles = cdiv(m, bm) * column_tiles(problem, bn) * problem.g
-    want = max(1, 256 // max(1, tiles))
+    tiles = _programs(problem, bm, bn)
+    want = max(1, programs // max(1, tiles))
     return max(1, min(want, r // 1024, 64), min(cdiv(r, MAX_CHAIN), 64))
 
 

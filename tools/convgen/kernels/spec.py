@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from convgen import backend as backends
+from convgen import gpus
 from convgen.problem import LOGICAL, ConvProblem
 
 _STRIDE_PREFIX = {"input": "sx_", "filter": "sw_", "output": "sy_"}
@@ -53,15 +54,20 @@ def one_group(t, letters: str, dims: str):
 
 
 # programs of a persistent launch where the device cannot say: the interpreter (a few, so
-# each program loops over several tiles) and cross-compiles on meta tensors (an H100's SMs)
-_UNITS_ELSEWHERE = {"cpu": 3, "meta": backends.DEVICE_UNITS["NVIDIA H100 80GB HBM3"]}
+# each program loops over several tiles)
+_INTERPRETER_UNITS = 3
 
 
 def units(device) -> int:
-    """SMs (CUs on ROCm) of a tensor's device: a persistent launch runs one program on each."""
+    """SMs (CUs on ROCm) of a tensor's device: a persistent launch runs one program on each.
+    Meta tensors (a cross-compile) count the units of the device the target stands for
+    (backend.cross_device), an H100's where no target is named."""
     if device.type == "cuda":
         return backends.gpu_units(device.index if device.index is not None else 0)
-    return _UNITS_ELSEWHERE.get(device.type, _UNITS_ELSEWHERE["meta"])
+    if device.type == "cpu":
+        return _INTERPRETER_UNITS
+    ref = backends.cross_device(backends.cross_target() or "sm90")
+    return ref.units if ref else gpus.reference_device("sm90").units
 
 
 def geometry_args(p: ConvProblem, *names: str) -> dict:

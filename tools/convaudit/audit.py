@@ -1,0 +1,310 @@
+"""`convgen audit --target ARCH`: compile, without the GPU, the conv kernels a device would
+launch for the suite's tests (or given command lines), exactly as a real launch on that
+target specializes them, and report what the compiler made of each: its matrix
+instructions, registers, spills, shared memory (LDS), occupancy, programs per compute unit,
+waves on the device, and its global loads.
+
+What a launch specializes, and the audit does too:
+- the config a run would take there (the rule, a tuned entry or the model's pick: the same
+  `picks.select` a run calls, with the target's Backend and its reference device's units);
+- integer arguments equal to 1 become constants, those divisible by 16 are marked so, and
+  pointers are taken as 16-byte aligned (convaudit.isa._launch_signature);
+- on HIP, a tensor whose storage is under 2 GB is marked with a 32-bit pointer range, as
+  Triton's HIP launcher marks it (HIPBackend.get_tensor_specialization): the compiler then
+  loads through buffer instructions, which take fewer registers.
+
+The tests come from lit itself (`--param list_runs` with `--param features_of=ARCH`): the
+PR set's RUN lines as the target would run them, its REQUIRES and %if features decided
+for that target. Only the conv kernel of each run is compiled (not a split's sum or a
+fold's copies) and a 3-D problem's kernel is its 2-D depth slices'.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from convgen import REPO_ROOT, gpus
+from convgen import backend as backends
+from convgen.errors import ConvgenError
+
+TARGETS = ("gfx908", "gfx90a", "gfx942", "gfx950", "sm80", "sm90")
+MAX_POINTER_RANGE = 2**31 - 1   # HIPBackend.is_within_2gb
+
+
+@dataclass
+class Kernel:
+    """One compiled kernel and what the runs that launch it have in common."""
+    name: str
+    what: str                   # "fwd f16 nhwc 128x128x64 w8 s2 ..."
+    config: str
+    source: str                 # where the config came from: rule, tuned, model, command line
+    matrix_path: bool
+    programs: int               # programs of the launch (the grid)
+    tests: list = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def from_rule(self) -> bool:
+        return self.source == "rule"
+
+
+# ---- the runs ---------------------------------------------------------------------------
+
+def listed_runs(target: str, paths: list[str], nightly: bool = False) -> list[dict]:
+    """The convgen runs lit would make on `target` for the tests under `paths`: JSON records
+    of convgen.lit_format.list_runs_record."""
+    fd, out = tempfile.mkstemp(prefix="convgen-audit-", suffix=".jsonl")
+    os.close(fd)
+    try:
+        cmd = [sys.executable, "-m", "convgen.run_lit", "-q", "--param", f"list_runs={out}",
+               "--param", f"features_of={target}", "--param", f"nightly={int(nightly)}", *paths]
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT)
+        with open(out) as f:
+            runs = [json.loads(line) for line in f if line.strip()]
+        if not runs and done.returncode:
+            raise ConvgenError(f"lit listed no runs: {(done.stderr or done.stdout).strip()[-300:]}")
+        return runs
+    finally:
+        os.unlink(out)
+
+
+def line_runs(path: str) -> list[dict]:
+    """Runs from a file of convgen flag sets, one per line (`convgen tune --lines`'s form)."""
+    import shlex
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ConvgenError(f"cannot read {path}: {e.strerror}", field="lines") from None
+    out = []
+    for number, line in enumerate(lines, 1):
+        text = line.split("|")[0].strip()
+        if text and not text.startswith("#"):
+            out.append({"test": f"{path}:{number}", "args": shlex.split(text), "negate": False})
+    return out
+
+
+# ---- one run's kernel ---------------------------------------------------------------------
+
+def _meta(p, name: str, dtype):
+    import torch
+    return torch.empty(p.physical_shape(name), dtype=dtype, device="meta").permute(
+        p.to_logical_perm(name))
+
+
+def launch_of(args: list[str], target: str, device: str | None):
+    """(problem the kernel runs, config, where it came from, LaunchSpec, use_dot) of a
+    convgen command line on `target`; ConvgenError where convgen would refuse it."""
+    from convgen import cli, picks
+    from convgen.kernels import launch
+    config = cli.parse(args)
+    be = backends.of_arch(target)
+    p, use_dot = config.problem, config.kernel.use_matrix_cores
+    with backends.cross_compiling(target, device):
+        why = be.type_unsupported(p.dtype)
+        if why:
+            raise ConvgenError(why)
+        cfg, source = picks.select(p, be, use_dot, config.kernel.config_overrides,
+                                   config.kernel.tuning_db, config.kernel.selector,
+                                   config.kernel.perf_form)
+        q = p.depth_slice() if p.is_3d else p
+        out_dtype = torch_out_dtype(q, p)
+        tensors = {name: _meta(q, name, q.dtype.torch_dtype) for name in q.reads}
+        spec = launch.launch_spec(q, tensors, _meta(q, q.writes, out_dtype), cfg, use_dot, False)
+    return q, cfg, source, spec, use_dot
+
+
+def torch_out_dtype(q, p):
+    """What the kernel writes: the output type, or fp32 (int32) per depth tap of a 3-D one."""
+    import torch
+    if p.is_3d:
+        return torch.int32 if p.dtype.is_int else torch.float32
+    return q.dtype.out_type.torch_dtype
+
+
+def compile_spec(spec, cfg, target: str):
+    from convaudit import isa
+    types, constants, aligned = isa._launch_signature(spec.runtime)
+    ranged = ()
+    if target.startswith("gfx"):
+        ranged = tuple(name for name, v in spec.runtime.items()
+                       if hasattr(v, "untyped_storage")
+                       and v.untyped_storage().nbytes() <= MAX_POINTER_RANGE)
+    return isa.compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
+                              cfg.compile_options(), aligned, ranged)
+
+
+def _grid(spec) -> int:
+    g = spec.grid if isinstance(spec.grid, (tuple, list)) else (spec.grid,)
+    n = 1
+    for v in g:
+        n *= int(v)
+    return n
+
+
+# ---- what the compiler made ---------------------------------------------------------------
+
+_AMD_FACTS = {"vgpr": r"\.vgpr_count:\s+(\d+)", "agpr": r"\.agpr_count:\s+(\d+)",
+              "sgpr": r"\.sgpr_count:\s+(\d+)", "scratch": r"\.private_segment_fixed_size:\s+(\d+)",
+              "vgpr_spills": r"\.vgpr_spill_count:\s+(\d+)", "sgpr_spills": r"\.sgpr_spill_count:\s+(\d+)",
+              "waves_per_simd": r"; Occupancy: (\d+)"}
+_AMD_LOADS = re.compile(r"\b((?:global|buffer)_load_(?:dwordx\d|dword|b128|b96|b64|b32|short\w*|"
+                        r"ushort|sshort|ubyte\w*|sbyte\w*|u16|i16|u8|i8))\b")
+_PTX_LOADS = re.compile(r"\b(ld\.global(?:\.[\w:]+)*?\.(?:v\d\.)?[bfsu]\d+|cp\.async\.c[ag]\.shared\.global|"
+                        r"cp\.async\.bulk\.tensor\.\w+)\b")
+_MATRIX = {"hip": re.compile(r"\bv_mfma\w*"), "cuda": re.compile(r"\b(?:wgmma\.mma_async|mma)\.[\w.]+")}
+
+
+def facts(compiled, target: str, warps: int) -> dict:
+    """What the compiler made of one kernel: registers, scratch (spills), shared memory,
+    occupancy and programs per unit, matrix instructions, global loads by kind."""
+    from convaudit import isa
+    arch = gpus.arch(target)
+    asm = isa.assembly(compiled, target)
+    hip = target.startswith("gfx")
+    out = {"shared": int(compiled.metadata.shared),
+           "matrix": sorted(set(_MATRIX["hip" if hip else "cuda"].findall(asm)))}
+    loads: dict[str, int] = {}
+    for kind in (_AMD_LOADS if hip else _PTX_LOADS).findall(asm):
+        loads[kind] = loads.get(kind, 0) + 1
+    out["loads"] = loads
+    if hip:
+        for key, pattern in _AMD_FACTS.items():
+            m = re.search(pattern, asm)
+            out[key] = int(m.group(1)) if m else 0
+        waves = -(-warps // arch.simds)   # a program's waves on each SIMD
+        by_regs = out["waves_per_simd"] // waves
+        by_shared = arch.shared_per_unit // out["shared"] if out["shared"] else by_regs
+        out["programs_per_unit"] = max(0, min(by_regs, by_shared, arch.warps_per_unit // warps))
+        out["two_fit_but_registers"] = (out["programs_per_unit"] == 1 and by_regs == 1
+                                        and by_shared >= 2 and arch.warps_per_unit // warps >= 2)
+    else:
+        regs, spill = _ptxas(isa.assembly(compiled, target), compiled.metadata.arch)
+        out.update(regs=regs, scratch=spill)
+        out["programs_per_unit"] = gpus.programs_per_unit(arch, warps, regs, out["shared"])
+        by_shared = arch.shared_per_unit // (out["shared"] + 1024)
+        out["two_fit_but_registers"] = (out["programs_per_unit"] == 1 and by_shared >= 2
+                                        and arch.warps_per_unit // warps >= 2)
+    # SGPR spills go to lanes of a VGPR, not memory: shown, not counted as spilling
+    out["spills"] = out["scratch"] > 0 or out.get("vgpr_spills", 0) > 0
+    return out
+
+
+def _ptxas(ptx: str, arch: int) -> tuple[int, int]:
+    """(registers per thread, spill bytes) ptxas reports for a PTX kernel."""
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        sm = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
+        done = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm}", src, "-o",
+                               os.path.join(d, "k.cubin")], capture_output=True, text=True)
+    text = done.stdout + done.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spill = re.search(r"(\d+) bytes spill stores", text)
+    return int(regs.group(1)) if regs else 0, int(spill.group(1)) if spill else 0
+
+
+# ---- the audit ---------------------------------------------------------------------------
+
+def source_kind(source: str) -> str:
+    """rule, tuned, model or command line: where a run's config came from (its # line)."""
+    if source.startswith("default rule"):
+        return "rule"
+    if source.startswith("set on the command line"):
+        return "command line"
+    return "model" if source.startswith("selected by model") else "tuned"
+
+
+def describe(q, cfg, use_dot: bool) -> str:
+    lay = q.layouts
+    return (f"{q.direction.name} {q.dtype.name} {lay['input']}/{lay['filter']}/{lay['output']} "
+            f"n{q.n} c{q.c} k{q.k} g{q.g} {q.hi}x{q.wi} f{q.y}x{q.x} s{q.stride_h}"
+            f"{'' if use_dot else ' fma'}")
+
+
+def audit(runs: list[dict], target: str, device: str | None = None, progress=None) -> tuple[list, dict]:
+    """(kernels, counts) of the runs on `target`: each distinct kernel compiled once."""
+    from convaudit import isa
+    kernels: dict = {}
+    counts = {"runs": 0, "refused": 0, "shell": 0}
+    for run in runs:
+        if "args" not in run:
+            counts["shell"] += 1
+            continue
+        counts["runs"] += 1
+        try:
+            q, cfg, source, spec, use_dot = launch_of(run["args"], target, device)
+        except ConvgenError:
+            counts["refused"] += 1   # a test of convgen's refusals, or a type this target lacks
+            continue
+        types, constants, _ = isa._launch_signature(spec.runtime)
+        key = (getattr(spec.kernel, "__name__", str(spec.kernel)), tuple(sorted(types.items())),
+               repr(sorted({**spec.constexprs, **constants}.items())), cfg.describe())
+        k = kernels.get(key)
+        if k is None:
+            name = getattr(getattr(spec.kernel, "fn", spec.kernel), "__name__", "kernel")
+            k = kernels[key] = Kernel(name, describe(q, cfg, use_dot), cfg.describe(),
+                                      source_kind(source), use_dot, _grid(spec))
+            try:
+                compiled = compile_spec(spec, cfg, target)
+                k.facts = facts(compiled, target, cfg.num_warps)
+            except Exception as e:   # noqa: BLE001 - a compile error is the audit's finding
+                k.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
+            if progress:
+                progress(k)
+        k.tests.append(run["test"])
+    return list(kernels.values()), counts
+
+
+def findings(kernels: list, target: str, device: str | None) -> dict:
+    ref = gpus.device(device) if device else gpus.reference_device(target)
+    units = ref.units if ref else 0
+    out = {"kernels": len(kernels), "spilling": [], "no_matrix": [], "one_per_unit": [],
+           "errors": [], "units": units, "device": ref.name if ref else target}
+    for k in kernels:
+        if k.error:
+            out["errors"].append(k)
+            continue
+        f = k.facts
+        f["waves"] = (k.programs / (units * f["programs_per_unit"])
+                      if units and f["programs_per_unit"] else 0.0)
+        if f["spills"]:
+            out["spilling"].append(k)
+        if k.matrix_path and not f["matrix"]:
+            out["no_matrix"].append(k)
+        if k.from_rule and f["two_fit_but_registers"]:
+            out["one_per_unit"].append(k)
+    return out
+
+
+def row(k: Kernel, target: str) -> str:
+    if k.error:
+        return f"{k.name:26} {k.what}  {k.config}\n    compile error: {k.error}"
+    f = k.facts
+    regs = (f"vgpr={f['vgpr']} agpr={f['agpr']} sgpr={f['sgpr']} waves/simd={f['waves_per_simd']}"
+            if target.startswith("gfx") else f"regs={f['regs']}")
+    loads = " ".join(f"{n}:{c}" for n, c in sorted(f["loads"].items()))
+    matrix = ",".join(m.replace("v_mfma_", "") for m in f["matrix"]) or "-"
+    return (f"{k.name:26} {k.what}  [{k.config}] ({k.source})\n"
+            f"    matrix={matrix} {regs} scratch={f['scratch']}"
+            + (f" sgpr_spills={f['sgpr_spills']}" if f.get("sgpr_spills") else "")
+            + f" lds={f['shared']} "
+            f"programs/unit={f['programs_per_unit']} waves={f['waves']:.2f} "
+            f"programs={k.programs}\n    loads: {loads or '-'}")
+
+
+def summary(target: str, found: dict) -> str:
+    return (f"audit {target}: {found['kernels']} kernels, {len(found['spilling'])} spilling, "
+            f"{len(found['no_matrix'])} without matrix instructions, "
+            f"{len(found['one_per_unit'])} at one program per CU"
+            + (f", {len(found['errors'])} not compiled" if found["errors"] else ""))
