@@ -48,6 +48,12 @@ TUNE_FLAGS = flag_table(
          "the GPU's own time was measured)", "every one"),
         ("allow_cpu", "allow_cpu", switch(),
          "in Triton's interpreter, still choose a best (its times mean nothing)", "off"),
+        ("dry_run", "dry_run", switch(), "measure nothing: print each problem's space, one "
+         "-perf_config string per line, in the order it would be measured (on any machine)",
+         "off"),
+        ("target", "target", one_of("gfx908", "gfx90a", "gfx942", "gfx950", "sm80", "sm90"),
+         "with --dry-run: the space on this arch (its reference device, convgen/gpus.py), "
+         "not this machine's", "this machine's device"),
     ]))
 
 
@@ -168,6 +174,12 @@ def parse_tune(argv: list[str]) -> dict:
     if "retime_under" in v and "retime_before" not in v:
         raise ConvgenError("--retime-under: only with --retime-before (what was timed before it, "
                            "and took less)")
+    if "target" in v and not v.get("dry_run"):
+        raise ConvgenError("--target: only with --dry-run (a space is measured on the device "
+                           "that is here)")
+    if v.get("dry_run"):
+        return {"configs": configs, "dry_run": True, "target": v.get("target"),
+                "max_configs": v.get("max_configs")}
     return {"configs": configs, "db": store.resolve(v.get("db", ""), writing=True),
             "max_configs": v.get("max_configs"), "top": v.get("top"), "jobs": v.get("jobs"),
             "allow_cpu": v.get("allow_cpu", False), "retime_before": v.get("retime_before"),
@@ -243,9 +255,33 @@ def _selector(name: str, args: list[str]) -> int:
     return selector_main(name, parse_selector(args))
 
 
+def dry_run(configs, target: str | None, max_configs: int | None) -> int:
+    """Each problem's tuning space on `target` (else this machine's device): a `#` line
+    naming the problem and the device, then one -perf_config string per config."""
+    from convgen import backend
+    from convtune import space
+    be = backend.of_arch(target) if target else backend.current()
+    with backend.cross_compiling(target) if target else _nothing():
+        for config in configs:
+            p = config.problem
+            found = space.configs(p, be) if config.kernel.use_matrix_cores else []
+            print(f"# {p.describe()}: {len(found)} configs on {be.arch} ({be.device_name()})"
+                  + ("" if config.kernel.use_matrix_cores else " (the FMA path is not tuned)"))
+            for cfg in found[:max_configs]:
+                print(f"-perf_config={cfg.describe()}")
+    return 0
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()
+
+
 def _tune(name: str, args: list[str]) -> int:
-    from convtune.tune import report_problem, report_tuning, tune  # torch and Triton
     v = parse_tune(args)
+    if v.get("dry_run"):
+        return dry_run(v["configs"], v["target"], v["max_configs"])
+    from convtune.tune import report_problem, report_tuning, tune  # torch and Triton
     return report_tuning(tune(v["configs"], v["db"], v["jobs"], v["max_configs"], v["allow_cpu"],
                               done=report_problem, retime_before=v["retime_before"],
                               retime_under=v["retime_under"], top=v["top"]),

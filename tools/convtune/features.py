@@ -9,9 +9,10 @@ import functools
 import itertools
 import math
 
-from convgen import gpus
+from convgen import backend, gpus
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.kernels import geometry, s2d
+from convgen.kernels.config import lds_bytes
 from convgen.kernels.geometry import streamk_steps, tail_programs
 
 FEATURES = (
@@ -54,7 +55,7 @@ FEATURES = (
                      "descriptor kernels copy whole boxes whatever the strides"),
     ("loads_per_thread", "load instructions per thread per reduction step as a pointer kernel "
                          "issues them: the tile's (block_m + block_n) x block_k elements over "
-                         "32 x num_warps threads, 16 bytes a load, one element where "
+                         "wave x num_warps threads, 16 bytes a load, one element where "
                          "scalar_loads (the descriptor kernels counted as 16 bytes)"),
     # how they fit (of the folded problem where s2d is set: the kernel's own problem)
     ("tiles_m", "tiles along the kernel's M"),
@@ -81,15 +82,22 @@ FEATURES = (
                  "and by stream-K's and tail's fp32 partial tiles (streamk_partials)"),
     ("log_flops_per_launch", "log2(useful flops / launches): small where a launch's fixed "
                              "cost (microseconds) outweighs its work"),
-    ("occupancy", "programs one unit holds at once: the fewest that its shared memory (smem_kb "
-                  "and 1 KiB a program), its warps and its registers allow, a thread's registers "
-                  "estimated as its share of the fp32 tile, block_m x block_n / (32 x "
-                  "num_warps), and 32 more, in steps of 8, at most 255; at least 1 (backend.UNIT_LIMITS; "
-                  "0 where the arch's are unknown)"),
+    ("occupancy", "programs one unit holds at once (gpus.programs_per_unit): the fewest that "
+                  "its shared memory (NVIDIA: smem_kb and 1 KiB a program; AMD: the LDS its "
+                  "pipeliner keeps, config.lds_bytes), its warps and its registers allow (AMD: "
+                  "a program's waves spread over the 4 SIMDs of a CU), a thread's registers "
+                  "estimated as its share of the fp32 tile, block_m x block_n / (wave x "
+                  "num_warps), and 32 more, in steps of 8, at most the arch's most; at least 1 "
+                  "(0 where gpus.ARCHS lacks the arch)"),
     # the device
-    ("units", "SMs or CUs (backend.DEVICE_UNITS by the GPU's name, else the count the GPU "
+    ("units", "SMs or CUs (gpus.DEVICES by the GPU's name, else the count the GPU "
               "gives where it runs; 0 when neither knows)"),
     ("arch_number", "the arch's digits (sm90 -> 90; gfx942 -> 942)"),
+    ("wave", "threads per warp (wavefront): 32 on NVIDIA, 64 on AMD's CDNA"),
+    ("bandwidth", "the device's peak memory bandwidth, TB/s (gpus.DEVICES; 0 where unknown): "
+                  "what tells an H200 (4.8) from an H100 (3.35) of as many SMs"),
+    ("l2_mb", "the device's L2 cache, MB (all of it; 0 where unknown)"),
+    ("unit_shared_kb", "shared memory (LDS) of one SM (CU), KiB (gpus.ARCHS; 0 where unknown)"),
 )
 
 
@@ -112,11 +120,17 @@ class Device:
 
     @property
     def units(self) -> int:
-        """The count backend.DEVICE_UNITS gives its name, else its own: a GPU the table
+        """The count gpus.DEVICES gives its name, else its own: a GPU the table
         lacks is still counted where it runs (without it every wave feature would count
         waves of one SM); 0 where neither knows."""
         known = gpus.device(self.name)
         return known.units if known else (1 if self.name == "interpreter" else self.counted_units)
+
+    @functools.cached_property
+    def facts(self) -> tuple[float, float]:
+        """(bandwidth in TB/s, L2 in MB) of the device, 0s where gpus.DEVICES lacks it."""
+        known = gpus.device(self.name)
+        return (known.bandwidth_gbs / 1000, known.l2_mb) if known else (0.0, 0.0)
 
     @functools.cached_property
     def arch_number(self) -> int:
@@ -155,9 +169,10 @@ class _KernelFacts:
     def __init__(self, p, q, dev: Device):
         self.q = q
         self.device_units, self.arch_number = dev.units, dev.arch_number
-        a = gpus.arch(dev.arch)
-        self.limits = ((a.shared_per_unit, a.warps_per_unit, a.regs_per_unit)
-                       if a and a.vendor == "nvidia" else None)
+        self.backend = backend.of_arch(dev.arch) if dev.arch != "interpreter" else None
+        self.arch = a = gpus.arch(dev.arch)
+        self.wave = a.wave if a else 32
+        self.device = [self.wave, *dev.facts, a.shared_per_unit / 1024 if a else 0]
         self.units = self.device_units or 1
         self.m, _, self.r = q.gemm
         self.walk = q.direction.tile_k(q)   # what BLOCK_K steps over: a tap's channels, or pixels
@@ -253,28 +268,31 @@ def config_features(p, cfg, dev: Device, f: _KernelFacts) -> list[float]:
         launches, extra, log_per_launch = 0, 0.0, f.log_flops
     extra += 2 * 4 * bm * bn * partial
     smem = cfg.num_stages * (bm + bn) * bk * elem
-    threads = 32 * cfg.num_warps
+    threads = f.wave * cfg.num_warps
     return [bm, bn, bk, cfg.num_warps, cfg.num_stages, split, int(bool(cfg.tma)), cfg.s2d or 0,
             cfg.persistent or 0, cfg.streamk or 0, cfg.tail or 0, cfg.swap_ab or 0,
             scalar, (bm + bn) * bk / (1 if scalar else 16 / elem) / threads, tiles_m,
             tiles_n, steps, fill_m, fill_n, fill_k, fill_m * fill_n, programs, waves, wave_fill,
             part, 2 * bm * bn * bk / ((bm + bn) * bk * elem), smem / 1024, parts,
-            1 + launches, extra / 1e6, log_per_launch, _occupancy(f.limits, bm, bn, cfg.num_warps, smem),
-            f.device_units, f.arch_number]
+            1 + launches, extra / 1e6, log_per_launch, _occupancy(f, cfg, q, smem),
+            f.device_units, f.arch_number, *f.device]
+
+
+def _occupancy(f: _KernelFacts, cfg, q, smem: float) -> int:
+    """The occupancy feature: programs one unit holds at once, 0 without the arch's limits."""
+    a = f.arch
+    if a is None:
+        return 0
+    shared = (lds_bytes(cfg, q, f.backend) or 0) if a.vendor == "amd" else smem
+    return _programs(a, cfg.block_m, cfg.block_n, cfg.num_warps, int(shared))
 
 
 # cached: it depends on these alone, and the ~50 configs of a selection share a few tiles
 # (a lookup is ~5x cheaper than the arithmetic)
 @functools.cache
-def _occupancy(limits, bm: int, bn: int, warps_each: int, smem: float) -> int:
-    """The occupancy feature: programs one unit holds at once, 0 without the arch's limits."""
-    if not limits:
-        return 0
-    shared, warps, registers = limits
-    threads = 32 * warps_each
-    per_thread = min(255, -(-(bm * bn // threads + 32) // 8) * 8)
-    return max(1, min(int(shared // (smem + 1024)), warps // warps_each,
-                      registers // (per_thread * threads)))
+def _programs(a, bm: int, bn: int, warps: int, shared: int) -> int:
+    per_thread = min(a.max_regs_per_thread, -(-(bm * bn // (a.wave * warps) + 32) // 8) * 8)
+    return max(1, gpus.programs_per_unit(a, warps, per_thread, shared))
 
 
 def feature_rows(p, configs, dev: Device):

@@ -242,7 +242,8 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
 
 
 def lds_bytes(cfg: KernelConfig, problem: ConvProblem, backend: Backend) -> int | None:
-    """LDS a pointer kernel of `cfg` takes on an AMD GPU, in bytes (None elsewhere: NVIDIA's
+    """LDS a pointer kernel of `cfg` takes on an AMD GPU for the problem it runs (a folded
+    config's inner problem), in bytes (None elsewhere: NVIDIA's
     shared memory is Triton's to check). Triton's AMD pipeliner keeps num_stages - 1 buffers
     of a step's two blocks (one without pipelining); on gfx950 it copies global memory
     straight to LDS and keeps num_stages, each padded by up to 1/32. Cross-compiled with
@@ -251,8 +252,6 @@ def lds_bytes(cfg: KernelConfig, problem: ConvProblem, backend: Backend) -> int 
     a = backend.facts
     if a is None or a.vendor != "amd":
         return None
-    if cfg.s2d:
-        problem = s2d.inner_problem(problem, cfg.s2d)
     step = (cfg.block_m + cfg.block_n) * cfg.block_k * max(8, problem.dtype.bits) // 8
     if a.lds_async:
         return cfg.num_stages * step * 33 // 32
