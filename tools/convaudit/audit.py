@@ -44,8 +44,9 @@ class Kernel:
     config: str
     source: str                 # where the config came from: rule, tuned, model, command line
     matrix_path: bool
-    programs: int               # programs of the launch (the grid)
+    programs: int               # programs of the largest launch (the grid) among its runs
     tests: list = field(default_factory=list)
+    run_programs: list = field(default_factory=list)   # each run's programs, as tests
     facts: dict = field(default_factory=dict)
     error: str = ""
 
@@ -263,6 +264,8 @@ def audit(runs: list[dict], target: str, device: str | None = None, progress=Non
             if progress:
                 progress(k)
         k.tests.append(run["test"])
+        k.run_programs.append(_grid(spec))
+        k.programs = max(k.programs, k.run_programs[-1])
     return list(kernels.values()), counts
 
 

@@ -64,7 +64,8 @@ def _audit(name: str, args: list[str]) -> int:
         with open(values["json"], "w") as f:
             json.dump([{"kernel": k.name, "problem": k.what, "config": k.config,
                         "source": k.source, "matrix_path": k.matrix_path, "programs": k.programs,
-                        "tests": k.tests, "error": k.error, **k.facts} for k in kernels], f, indent=1)
+                        "tests": k.tests, "run_programs": k.run_programs, "error": k.error, **k.facts}
+                       for k in kernels], f, indent=1)
     print(audit.summary(target, found))
     bad = found["spilling"] or found["no_matrix"] or found["errors"]
     return 1 if bad else 0
