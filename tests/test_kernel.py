@@ -174,3 +174,21 @@ def test_tile_order_covers_every_tile_once(direction, group_m):
                      layouts=LAYOUTS["nhwc"])
     out, ref = _run(p, True, {"block_m": 16, "block_n": 16, "block_k": 16, "group_m": group_m})
     _check(p, out, ref)
+
+
+@pytest.mark.parametrize("direction,split", [("fwd", 1), ("bwd_data", 1), ("bwd_weight", 3)])
+def test_chiplet_order_covers_every_tile_once(direction, split, monkeypatch):
+    """The pointer kernels' programs remapped for an MI300's 8 chiplets (common.program_ids,
+    NUM_XCDS = 8, spec.xcds): over a 2-D grid of 2 groups (bwd_data: and 2x1 stride classes;
+    bwd_weight: 3 parts) whose programs are no multiple of 8, every tile is still computed
+    once, bit for bit as in the grid's own order."""
+    from convgen.kernels import spec
+    p = make_problem(direction=direction, dtype=elem_type("f32"), n=3, g=2, c_total=2 * 37,
+                     k_total=2 * 41, hi=9, wi=7, y=3, x=1, stride=(2, 1), pad=(1, 1, 0, 0),
+                     layouts=LAYOUTS["nhwc"])
+    perf = {"block_m": 16, "block_n": 16, "block_k": 16, "group_m": 3, "split": split}
+    plain, ref = _run(p, True, perf)
+    monkeypatch.setattr(spec, "xcds", lambda device: 8)
+    remapped, _ = _run(p, True, perf)
+    assert torch.equal(plain, remapped)
+    _check(p, remapped, ref)

@@ -1606,3 +1606,45 @@ def test_a_failed_reference_check_of_an_older_kernel_version_is_not_data(tmp_pat
     # and a problem without a best row (its best went with the edit) still counts as
     # finished: the left-out config had been measured
     assert load(True, finished=False) == older
+
+
+def test_train_and_eval_for_an_amd_arch(tmp_path):
+    """train-selector and eval-selector --arch gfx942 work from AMD rows (here synthetic:
+    the fixture's problems, each config of its gfx942 space timed by a made-up law that
+    favours waves_per_eu=0 and wide tiles): the features count AMD's occupancy, wave size
+    and device facts, and the trained model ranks an AMD space."""
+    import math
+    from convgen import backend as backends
+    mi300x = {"arch": "gfx942", "device": "AMD Instinct MI300X", "triton": "3.4.0", "kernel": "fixture"}
+    be = backends.of_arch("gfx942")
+    seen, rows = set(), []
+    for r in _rows():
+        key = {c: r[c] for c in KEY_COLUMNS if c in r and c not in mi300x}
+        marker = tuple(sorted(key.items()))
+        if marker in seen:
+            continue
+        seen.add(marker)
+        p = problem_from_key(r)
+        for cfg in tuning_space.configs(p, be):
+            speed = (math.log2(cfg.block_m * cfg.block_n) + (2 if cfg.waves_per_eu == 0 else 0)
+                     + (1 if cfg.matrix_instr_nonkdim == 16 else 0) - 0.1 * cfg.num_stages)
+            tflops = speed * p.flops / 1e12
+            rows.append({**key, **mi300x, "config": cfg.describe(), "status": "ok",
+                         "ms": p.flops / (tflops * 1e9), "tflops": tflops})
+    assert len(seen) >= 40 and len(rows) > 20 * len(seen)
+    db = _build_db(tmp_path / "amd.sqlite", rows)
+    problems = dataset.load_dataset(db, "gfx942")
+    assert len(problems) == len(seen)
+    f = dict(zip(features.FEATURE_NAMES, features.feature_rows(
+        problems[0].problem, problems[0].configs[:1], features.Device("gfx942", mi300x["device"]))[0]))
+    assert (f["wave"], f["units"], f["unit_shared_kb"], f["bandwidth"]) == (64, 304, 64, 5.3)
+    assert f["occupancy"] >= 1
+    out = tmp_path / "gfx942.json"
+    p = _convgen("train-selector", "--db", db, "--arch", "gfx942", "--trees", "20", "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    model = json.loads(out.read_text())
+    assert model["arch"] == "gfx942" and model["devices"] == [mi300x["device"]]
+    assert {"wave", "bandwidth", "occupancy"} <= set(model["features"])
+    p = _convgen("eval-selector", "--db", db, "--arch", "gfx942", "--trees", "20", "--folds", "3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "gfx942" in p.stdout

@@ -1,5 +1,6 @@
-"""Pieces the three conv kernels share: the order of output tiles, the multiply-accumulate
-of one tile and the split of a flat GEMM index into three tensor coordinates.
+"""Pieces the three conv kernels share: the order of programs and output tiles, the
+multiply-accumulate of one tile and the split of a flat GEMM index into three tensor
+coordinates.
 
 USE_DOT picks the matrix-core path (`tl.dot`) or the FMA path (BLOCK_K = 1 tiles and
 `acc += a * b`: a rank-1 update per reduction step, which Triton cannot turn into a
@@ -49,6 +50,32 @@ def split3(i, D1, D2, FIRST_FASTEST: tl.constexpr, D0):
         i1 = t % D1
         i0 = t // D1
     return i0, i1, i2
+
+
+@triton.jit
+def program_ids(NUM_XCDS: tl.constexpr):
+    """(axis-0, axis-1) ids of this program of a 2-D grid. AMD's MI300 and MI350 deal
+    workgroups out to their NUM_XCDS chiplets in turn by linear id, and each chiplet has
+    its own L2: with NUM_XCDS > 1 the ids are remapped so that programs of consecutive ids
+    run on one chiplet and share its L2 (tile_ids then walks them GROUP_M rows together),
+    as Triton's AMD GEMM kernels do. NUM_XCDS = 1 is the grid's own order."""
+    pid0 = tl.program_id(0)
+    pid1 = tl.program_id(1)
+    if NUM_XCDS > 1:
+        width = tl.num_programs(0)
+        total = width * tl.num_programs(1)
+        linear = pid0 + pid1 * width
+        per_xcd = tl.cdiv(total, NUM_XCDS)
+        # the first `tall` chiplets get per_xcd programs, the others one fewer
+        tall = total % NUM_XCDS
+        tall = tl.where(tall == 0, NUM_XCDS, tall)
+        xcd = linear % NUM_XCDS
+        local = linear // NUM_XCDS
+        linear = tl.where(xcd < tall, xcd * per_xcd + local,
+                          tall * per_xcd + (xcd - tall) * (per_xcd - 1) + local)
+        pid0 = linear % width
+        pid1 = linear // width
+    return pid0, pid1
 
 
 @triton.jit

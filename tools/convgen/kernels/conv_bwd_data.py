@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from convgen.kernels import spec
-from convgen.kernels.common import mac, split3, tile_ids
+from convgen.kernels.common import mac, program_ids, split3, tile_ids
 
 
 @triton.jit
@@ -38,8 +38,9 @@ def conv_bwd_data_kernel(
     USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_XCDS: tl.constexpr,
 ):
-    pid_z = tl.program_id(1)
+    tile, pid_z = program_ids(NUM_XCDS)
     g = pid_z // (SH * SW)
     cls = pid_z % (SH * SW)
     ah = cls // SW          # this class's input rows are ah, ah + SH, ...
@@ -48,8 +49,8 @@ def conv_bwd_data_kernel(
     WC = (WI - aw + SW - 1) // SW
     M = N * HC * WC
     # the grid is sized for the largest class; a smaller one has fewer tiles
-    if tl.program_id(0) < tl.cdiv(M, BLOCK_M) * tl.cdiv(C, BLOCK_N):
-        pid_m, pid_n = tile_ids(tl.program_id(0), M, C, BLOCK_M, BLOCK_N, GROUP_M)
+    if tile < tl.cdiv(M, BLOCK_M) * tl.cdiv(C, BLOCK_N):
+        pid_m, pid_n = tile_ids(tile, M, C, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # GEMM rows M of this tile
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: input channels

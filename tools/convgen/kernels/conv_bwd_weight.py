@@ -22,7 +22,7 @@ import triton.language as tl
 
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.kernels import spec
-from convgen.kernels.common import mac, split3, tile_ids
+from convgen.kernels.common import mac, program_ids, split3, tile_ids
 from convgen.kernels.geometry import split_parts, split_workspace
 
 REDUCE_BLOCK = 1024
@@ -45,23 +45,23 @@ def conv_bwd_weight_kernel(
     USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, FLAT_N: tl.constexpr,
+    GROUP_M: tl.constexpr, FLAT_N: tl.constexpr, NUM_XCDS: tl.constexpr,
 ):
-    pid_z = tl.program_id(1)
+    tile, pid_z = program_ids(NUM_XCDS)
     g = pid_z // SPLIT
     s = pid_z % SPLIT
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
     if FLAT_N:
         # a tap has fewer channels than a block (directions.blocks_span_taps): tiles of
         # the flattened (fy, fx, c), so fy, fx and the spatial mask vary per column
-        pid_m, pid_n = tile_ids(tl.program_id(0), K, Y * X * C, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_ids(tile, K, Y * X * C, BLOCK_M, BLOCK_N, GROUP_M)
         j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: (fy, fx, c), c fastest
         tap = j // C
         c = j - tap * C
         c_ok = j < Y * X * C
     else:
         CB = tl.cdiv(C, BLOCK_N)
-        pid_m, pid_n = tile_ids(tl.program_id(0), K, Y * X * CB * BLOCK_N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_ids(tile, K, Y * X * CB * BLOCK_N, BLOCK_M, BLOCK_N, GROUP_M)
         # N tile -> (tap, channel block): one tap per tile, a scalar
         tap = pid_n // CB
         c = (pid_n - tap * CB) * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: channels of this tap

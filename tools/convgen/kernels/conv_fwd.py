@@ -18,7 +18,7 @@ import triton.language as tl
 
 from convgen.directions import blocks_span_taps
 from convgen.kernels import spec
-from convgen.kernels.common import mac, split3, tile_ids
+from convgen.kernels.common import mac, program_ids, split3, tile_ids
 
 
 @triton.jit
@@ -38,11 +38,11 @@ def conv_fwd_kernel(
     USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr, ACC_INT: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    FLAT_R: tl.constexpr,
+    FLAT_R: tl.constexpr, NUM_XCDS: tl.constexpr,
 ):
-    g = tl.program_id(1)
+    tile, g = program_ids(NUM_XCDS)
     M = N * HO * WO
-    pid_m, pid_n = tile_ids(tl.program_id(0), M, K, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_ids(tile, M, K, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if ACC_INT else tl.float32)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # GEMM rows M of this tile
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: output channels

@@ -18,7 +18,7 @@ from typing import Callable
 
 from convgen import depth
 from convgen.backend import Backend
-from convgen.kernels import common, geometry, s2d, tma
+from convgen.kernels import common, geometry, s2d, spec, tma
 from convgen.kernels.config import KernelConfig
 from convgen.kernels.spec import LaunchSpec
 from convgen.problem import ConvProblem
@@ -52,7 +52,8 @@ def variant(cfg: KernelConfig) -> str:
 
 def _pointer(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> LaunchSpec:
     build = p.direction.load("kernel")
-    return build(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter, input_precision))
+    return build(p, tensors, out, cfg, {**meta(p, cfg, use_dot, interpreter, input_precision),
+                                        "NUM_XCDS": spec.xcds(out.device)})
 
 
 def _descriptor(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> LaunchSpec:

@@ -70,6 +70,21 @@ def units(device) -> int:
     return ref.units if ref else gpus.reference_device("sm90").units
 
 
+def xcds(device) -> int:
+    """Chiplets (XCDs) of a tensor's device, each with its own L2, that its workgroups are
+    dealt out to in turn (the pointer kernels' program_ids): an MI300's or MI350's 8, 1
+    elsewhere (NVIDIA, the interpreter, an AMD device gpus.DEVICES lacks). Meta tensors
+    (a cross-compile) count the target's device's (backend.cross_device)."""
+    if device.type == "cuda":
+        be = backends.current()
+        known = gpus.device(be.device_name()) if be.is_hip else None
+    elif device.type == "meta" and backends.cross_target():
+        known = backends.cross_device(backends.cross_target())
+    else:
+        known = None
+    return known.xcds if known else 1
+
+
 def geometry_args(p: ConvProblem, *names: str) -> dict:
     return {name: getattr(p, _GEOMETRY[name]) for name in names}
 
