@@ -96,6 +96,8 @@ def test_the_amd_rule(arch, direction):
         picks.append(f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}/{cfg.num_warps}/{cfg.split}")
         assert (cfg.waves_per_eu, cfg.matrix_instr_nonkdim, cfg.kpack, cfg.num_stages) == (0, 16, 1, 2)
         assert cfg.tma is None and cfg.s2d is None
+        # gfx908's separate 256-register files hold two 128x128 programs a CU at 4 warps
+        assert cfg.num_warps == (8 if cfg.block_m * cfg.block_n >= 128 * 128 and arch != "gfx908" else 4)
         assert 2 * lds_bytes(cfg, p, be) <= facts.shared_per_unit
         tiles = -(-p.gemm[0] // cfg.block_m) * column_tiles(p, cfg.block_n)
         if direction == "bwd_weight":

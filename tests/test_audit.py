@@ -68,10 +68,10 @@ def test_a_spilling_kernel_fails_the_audit(tmp_path):
                                                    "matrix instructions, 0 at one program per CU")
 
 
-def test_the_old_rule_is_one_program_per_cu(tmp_path):
-    """The rule's old waves_per_eu=2 on a 128x128 tile: LLVM pads the registers to 2 waves a
-    SIMD, one 8-warp program a CU where LDS holds two; with waves_per_eu=0 (today's rule)
-    the same tile fits two."""
+def test_waves_per_eu_2_holds_a_128x128_tile_to_one_program_per_cu(tmp_path):
+    """waves_per_eu=2 on a 128x128 tile: LLVM pads the registers to 2 waves a SIMD, one
+    8-warp program a CU where LDS holds two; with waves_per_eu=0 (the rule's) the same
+    tile fits two."""
     problem = ("--operation conv2d -t f16 --batchsize 64 --in_channels 256 --out_channels 256 "
                "--in_h 14 --in_w 14 --fil_h 3 --fil_w 3 --padding_h 1 --padding_w 1 "
                "--in_layout nhwc --fil_layout kyxc --out_layout nhwk")
@@ -98,3 +98,27 @@ def test_bad_input_is_one_line():
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.count("convgen: error:") == 1 and said in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_every_amd_arch_compiles_the_rules_kernels(tmp_path):
+    """The rule's kernels of one 3x3 layer in each direction on MI100 (gfx908, the fp16
+    study's GPU), MI200, MI300 and MI350: MFMA instructions of the arch's own shape, no
+    spills, two programs a CU, buffer loads."""
+    problem = ("-t f16 --batchsize 32 --in_channels 128 --out_channels 128 --in_h 28 --in_w 28 "
+               "--fil_h 3 --fil_w 3 --padding_h 1 --padding_w 1 --in_layout nhwc "
+               "--fil_layout kyxc --out_layout nhwk -x2")
+    lines = tmp_path / "runs.lines"
+    lines.write_text("".join(f"--operation {op} {problem}\n"
+                             for op in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")))
+    shapes = {"gfx908": "16x16x16f16", "gfx90a": "16x16x16f16", "gfx942": "16x16x16_f16",
+              "gfx950": "16x16x32_f16"}
+    for arch, shape in shapes.items():
+        out = tmp_path / f"{arch}.json"
+        done = audit("--target", arch, "--lines", str(lines), "--json", str(out))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.strip().endswith("3 kernels, 0 spilling, 0 without matrix "
+                                            "instructions, 0 at one program per CU")
+        for k in json.loads(out.read_text()):
+            assert k["matrix"] == [f"v_mfma_f32_{shape}"], (arch, k["matrix"])
+            assert k["programs_per_unit"] >= 2 and k["source"] == "rule"
+            assert any(kind.startswith("buffer_load") for kind in k["loads"])

@@ -330,11 +330,12 @@ def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: i
     - the tile is halved, the longer side first, down to 64x64, while the launch has fewer
       programs than the device has CUs (an MI300X has 304; its guide asks for 1024 and more);
       bwd_weight keeps its tile and splits its reduction instead
-    - waves_per_eu=0: the compiler takes the registers it needs. 2 (the old rule's) made
-      LLVM pad a 128x128 tile to 2 waves a SIMD, one 8-warp program a CU; without it the
-      same kernel takes 74-104 VGPRs, 5-6 waves, and LDS lets two programs share a CU
+    - waves_per_eu=0: the compiler takes the registers it needs. 2 makes LLVM pad a
+      128x128 tile to 2 waves a SIMD, one 8-warp program a CU; with 0 the same kernel
+      takes 74-116 VGPRs, 4-6 waves, and LDS lets two programs share a CU (docs/amd.md)
     - 16x16 matrix instructions (matrix_instr_nonkdim=16), kpack=1, and 2 stages (one LDS
-      buffer: two 128x128x64 programs fit a 64 KB CU)
+      buffer: two 128x128x64 programs fit a 64 KB CU); 8 warps on a 128x128 tile, 4 on
+      gfx908
     - bwd_weight's split: parts enough for two programs on every CU of the device
     """
     units = backend.units() or 1
@@ -349,9 +350,13 @@ def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: i
             bn //= 2
         else:
             break
+    # MI100's (gfx908) 256 VGPRs a lane hold 3 waves of a 128x128 tile a SIMD: one 8-warp
+    # program a CU, two of 4 warps (cross-compiled: 69 VGPRs + 32 AGPRs at 8 warps, 109 +
+    # 64 at 4); the 512 of gfx90a and later hold 5-6 waves of 8 warps
+    small_file = backend.facts is not None and backend.facts.separate_agprs
     return KernelConfig(block_m=bm, block_n=bn, block_k=bk,
-                        num_warps=8 if bm * bn >= 128 * 128 else 4, num_stages=2,
-                        split=_split(problem, bm, bn, 2 * units),
+                        num_warps=8 if bm * bn >= 128 * 128 and not small_file else 4,
+                        num_stages=2, split=_split(problem, bm, bn, 2 * units),
                         waves_per_eu=0 if bm * bn <= 128 * 128 else 2,
                         matrix_instr_nonkdim=16, kpack=1)
 
