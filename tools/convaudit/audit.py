@@ -28,11 +28,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from convgen import REPO_ROOT, gpus
+from convgen import REPO_ROOT
 from convgen import backend as backends
+from convgen import gpus
 from convgen.errors import ConvgenError
 
-TARGETS = ("gfx908", "gfx90a", "gfx942", "gfx950", "sm80", "sm90")
 MAX_POINTER_RANGE = 2**31 - 1   # HIPBackend.is_within_2gb
 
 
@@ -188,7 +188,7 @@ def facts(compiled, target: str, warps: int) -> dict:
         out["two_fit_but_registers"] = (out["programs_per_unit"] == 1 and by_regs == 1
                                         and by_shared >= 2 and arch.warps_per_unit // warps >= 2)
     else:
-        regs, spill = _ptxas(isa.assembly(compiled, target), compiled.metadata.arch)
+        regs, spill = _ptxas(isa.assembly(compiled, target), isa.TARGETS[target].arch)
         out.update(regs=regs, scratch=spill)
         out["programs_per_unit"] = gpus.programs_per_unit(arch, warps, regs, out["shared"])
         by_shared = arch.shared_per_unit // (out["shared"] + 1024)

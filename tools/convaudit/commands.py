@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+from convgen import gpus
 from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import as_text, flag_table, looks_like_flag, one_of, scan, split_flags, switch
 
 AUDIT_FLAGS = flag_table(
     ("convgen audit (positional arguments: lit test files or folders; default e2e/)", [
-        ("target", "target", one_of("gfx908", "gfx90a", "gfx942", "gfx950", "sm80", "sm90"),
+        ("target", "target", one_of(*gpus.ARCHS),
          "the arch to compile for (no GPU needed)", "required"),
         ("device", "device", as_text, "the device whose units count programs and waves "
          "(a name of tools/convgen/gpus.py DEVICES)", "the arch's reference device"),
@@ -23,8 +24,7 @@ AUDIT_FLAGS = flag_table(
 
 
 def _audit(name: str, args: list[str]) -> int:
-    from convaudit import audit   # torch and Triton
-    from convgen import gpus
+    from convaudit import audit  # torch and Triton
     mine, paths = split_flags(list(args), AUDIT_FLAGS)
     values = scan(mine, AUDIT_FLAGS)
     for p in paths:
@@ -33,8 +33,7 @@ def _audit(name: str, args: list[str]) -> int:
     values["paths"] = paths
     target = values.get("target")
     if not target:
-        raise ConvgenError("--target is required (gfx908, gfx90a, gfx942, gfx950, sm80, sm90)",
-                           field="target")
+        raise ConvgenError(f"--target is required ({', '.join(gpus.ARCHS)})", field="target")
     device = values.get("device")
     if device and gpus.device(device) is None:
         raise ConvgenError(f"unknown device '{device}' (known: {', '.join(gpus.DEVICES)})",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from convgen import cli, run_flags
+from convgen import cli, gpus, run_flags
 from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import (as_text, choice, flag_table, listed, nonneg, one_of, positive,
@@ -51,7 +51,7 @@ TUNE_FLAGS = flag_table(
         ("dry_run", "dry_run", switch(), "measure nothing: print each problem's space, one "
          "-perf_config string per line, in the order it would be measured (on any machine)",
          "off"),
-        ("target", "target", one_of("gfx908", "gfx90a", "gfx942", "gfx950", "sm80", "sm90"),
+        ("target", "target", one_of(*gpus.ARCHS),
          "with --dry-run: the space on this arch (its reference device, convgen/gpus.py), "
          "not this machine's", "this machine's device"),
     ]))

@@ -6,7 +6,8 @@ import dataclasses
 import functools
 from collections import defaultdict
 
-from convgen.backend import Backend
+from convgen import gpus
+from convgen.backend import of_arch
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
 from convtune import space as tuning_space
@@ -69,7 +70,7 @@ GROUPINGS = {"shape": lambda p: p.shape, "layer": lambda p: p.layer}
 
 def _backend_for(arch: str):
     """The Backend the rules of kernels/config.py see for a database's arch (no device needed)."""
-    return Backend("hip" if arch.startswith("gfx") else "cuda", arch, 64 if arch.startswith("gfx") else 32)
+    return of_arch(arch)
 
 
 @functools.cache
@@ -82,8 +83,9 @@ def offline_backend(arch: str, device: str):
         def device_name(self) -> str:
             return device
 
-        def units(self) -> int:   # not at hand: DEVICE_UNITS's count or none
-            return 0
+        def units(self) -> int:   # not at hand: gpus.DEVICES's count or none
+            known = gpus.device(device)
+            return known.units if known else 0
     return Named(*astuple(_backend_for(arch)))
 
 
