@@ -59,9 +59,30 @@ def test_device_facts():
     ("gfx950", 4, 64, 40960, 4),
     # sm90: 3 stages of (64 + 64) x 32 halves (+1 KB) fit 9, 64 registers x 128 threads 8
     ("sm90", 4, 64, 24576, 8),
+    # fewer waves than SIMDs: 2-warp programs of 64 VGPRs, 8 waves a SIMD, 32 slots: 16
+    ("gfx942", 2, 64, 0, 16),
+    # one wave: the CU's 32 wave slots; LDS for 4 of 16 KiB
+    ("gfx90a", 1, 32, 16384, 4),
 ])
 def test_programs_per_unit(arch, warps, regs, shared, want):
-    assert gpus.programs_per_unit(gpus.arch(arch), warps, regs, shared, agprs=32) == want
+    a = gpus.arch(arch)
+    assert gpus.programs_per_unit(a, warps, regs, shared, agprs=32) == want
+    if a.vendor == "amd" and not a.separate_agprs:
+        # AGPRs share the one file there: counted in regs, never again
+        assert gpus.programs_per_unit(a, warps, regs, shared, agprs=400) == want
+    if arch == "gfx908":
+        # its AGPR file decides where it holds more than the VGPRs
+        # (200 AGPRs: one wave a SIMD, too few for an 8-warp program)
+        assert gpus.programs_per_unit(a, warps, regs, shared, agprs=200) == 0
+
+
+def test_llvms_occupancy_stands_for_the_registers():
+    """The audit counts programs from the waves a SIMD LLVM reports: 6 waves of 8-warp
+    programs (2 a SIMD) are 3 programs, LDS for 2 of 32 KiB; 2 waves, one program."""
+    a = gpus.arch("gfx942")
+    assert gpus.programs_per_unit(a, 8, 76, 32768, waves_per_simd=6) == 2
+    assert gpus.programs_per_unit(a, 8, 76, 16384, waves_per_simd=6) == 3
+    assert gpus.programs_per_unit(a, 8, 104, 32768, waves_per_simd=2) == 1
 
 
 # The rule on the conv benchmark's seven layers (convtune.models.CONV_BENCH_LAYERS) at batch

@@ -122,3 +122,18 @@ def test_every_amd_arch_compiles_the_rules_kernels(tmp_path):
             assert k["matrix"] == [f"v_mfma_f32_{shape}"], (arch, k["matrix"])
             assert k["programs_per_unit"] >= 2 and k["source"] == "rule"
             assert any(kind.startswith("buffer_load") for kind in k["loads"])
+
+
+def test_sm90_registers_come_from_ptxas(tmp_path):
+    """--target sm90 compiles PTX and asks ptxas for the registers and spills: the rule's
+    descriptor kernel of a 3x3 fwd uses wgmma, its registers counted (not 0), no spill."""
+    lines = tmp_path / "runs.lines"
+    lines.write_text("--operation conv2d -t f16 --batchsize 32 --in_channels 128 "
+                     "--out_channels 128 --in_h 28 --in_w 28 --fil_h 3 --fil_w 3 --padding_h 1 "
+                     "--padding_w 1 --in_layout nhwc --fil_layout kyxc --out_layout nhwk -x2\n")
+    out = tmp_path / "sm90.json"
+    done = audit("--target", "sm90", "--lines", str(lines), "--json", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (k,) = json.loads(out.read_text())
+    assert k["kernel"].endswith("tma_kernel") and any(m.startswith("wgmma") for m in k["matrix"])
+    assert 32 <= k["regs"] <= 255 and k["scratch"] == 0 and k["programs_per_unit"] >= 1

@@ -204,6 +204,7 @@ def test_the_gpu_name_is_asked_of_torch_once_per_gpu(monkeypatch):
     backend._gpu_name.cache_clear()
     try:
         be = Backend("cuda", "sm90", 32)
+        monkeypatch.setattr(backend, "current", lambda: be)   # the GPU this process runs on
         assert [be.device_name() for _ in range(3)] == [names[0]] * 3
         current[0] = 1   # a caller that switches GPUs gets the other's name (the key differs)
         assert [be.device_name() for _ in range(2)] == [names[1]] * 2
@@ -232,6 +233,7 @@ def test_the_gpu_counts_its_own_units_once_per_gpu(monkeypatch):
     backend.gpu_units.cache_clear()
     try:
         be = Backend("cuda", "sm90", 32)
+        monkeypatch.setattr(backend, "current", lambda: be)   # the GPU this process runs on
         assert [be.units() for _ in range(3)] == [132] * 3
         current[0] = 1
         assert be.units() == 114
@@ -241,5 +243,12 @@ def test_the_gpu_counts_its_own_units_once_per_gpu(monkeypatch):
         assert spec.units(torch.device("meta")) == gpus.DEVICES["NVIDIA H100 80GB HBM3"].units
         with backend.cross_compiling("gfx942"):
             assert spec.units(torch.device("meta")) == gpus.DEVICES["AMD Instinct MI300X"].units
+        # another arch's Backend is not the GPU here: its reference device answers, torch
+        # is not asked
+        assert backend.of_arch("gfx942").units() == 304 and asked == [0, 1]
+        assert backend.of_arch("gfx942").device_name() == "AMD Instinct MI300X"
+        with backend.cross_compiling("gfx942", "AMD Instinct MI300A"):
+            assert backend.of_arch("gfx942").units() == 228
+            assert backend.cross_device("gfx90a").name == "AMD Instinct MI250X"   # not a gfx90a
     finally:
         backend.gpu_units.cache_clear()

@@ -7,11 +7,14 @@ import random
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from convgen.backend import current
 from convgen.dtypes import elem_type
 from convgen.inputs import DataSpec, make_inputs
 from convgen.guards import empty_output
+from convgen.kernels.common import program_ids
 from convgen.kernels.config import choose
 from convgen.kernels.launch import run_conv
 from convgen.problem import make_problem
@@ -188,7 +191,40 @@ def test_chiplet_order_covers_every_tile_once(direction, split, monkeypatch):
                      layouts=LAYOUTS["nhwc"])
     perf = {"block_m": 16, "block_n": 16, "block_k": 16, "group_m": 3, "split": split}
     plain, ref = _run(p, True, perf)
+    from convgen.kernels import launch
+    seen = []
+    build = launch.VARIANTS["pointer"]
+
+    def pointer(*args):   # the spec the run launches, to see NUM_XCDS reach the kernel
+        seen.append(build(*args).constexprs["NUM_XCDS"])
+        return build(*args)
     monkeypatch.setattr(spec, "xcds", lambda device: 8)
+    monkeypatch.setitem(launch.VARIANTS, "pointer", pointer)
     remapped, _ = _run(p, True, perf)
+    assert seen and set(seen) == {8}
     assert torch.equal(plain, remapped)
     _check(p, remapped, ref)
+
+
+@triton.jit
+def _chiplet_order(out_ptr, NUM_XCDS: tl.constexpr):
+    """out[linear id] = the remapped linear id (common.program_ids)."""
+    a, b = program_ids(NUM_XCDS)
+    linear = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)
+    tl.store(out_ptr + linear, a + b * tl.num_programs(0))
+
+
+def test_chiplet_order_runs_consecutive_ids_on_one_chiplet():
+    """common.program_ids over a 5 x 4 grid on 8 chiplets: the hardware deals program L
+    (linear id) to chiplet L % 8; the remapped ids are a permutation of the grid, and the
+    ids each chiplet runs are one block of consecutive ids (20 = 4 chiplets of 3 and 4 of 2)."""
+    out = torch.full((20,), -1, dtype=torch.int32, device=current().torch_device)
+    _chiplet_order[(5, 4)](out, NUM_XCDS=8)
+    got = out.cpu().tolist()
+    assert sorted(got) == list(range(20))
+    blocks = [sorted(got[x::8]) for x in range(8)]
+    assert [len(b) for b in blocks] == [3, 3, 3, 3, 2, 2, 2, 2]
+    assert [b[0] for b in blocks] == [0, 3, 6, 9, 12, 14, 16, 18]
+    assert all(b == list(range(b[0], b[0] + len(b))) for b in blocks)
+    _chiplet_order[(5, 4)](out, NUM_XCDS=1)
+    assert out.cpu().tolist() == list(range(20))

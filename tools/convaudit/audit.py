@@ -6,7 +6,8 @@ waves on the device, and its global loads.
 
 What a launch specializes, and the audit does too:
 - the config a run would take there (the rule, a tuned entry or the model's pick: the same
-  `picks.select` a run calls, with the target's Backend and its reference device's units);
+  `picks.select` a run calls, with the target's Backend and the units of `--device`, else
+  of the arch's reference device, convgen/gpus.py);
 - integer arguments equal to 1 become constants, those divisible by 16 are marked so, and
   pointers are taken as 16-byte aligned (convaudit.isa._launch_signature);
 - on HIP, a tensor whose storage is under 2 GB is marked with a 32-bit pointer range, as
@@ -161,8 +162,6 @@ _AMD_LOADS = re.compile(r"\b((?:global|buffer)_load_(?:dwordx\d|dword|b128|b96|b
                         r"ushort|sshort|ubyte\w*|sbyte\w*|u16|i16|u8|i8))\b")
 _PTX_LOADS = re.compile(r"\b(ld\.global(?:\.[\w:]+)*?\.(?:v\d\.)?[bfsu]\d+|cp\.async\.c[ag]\.shared\.global|"
                         r"cp\.async\.bulk\.tensor\.\w+)\b")
-_MATRIX = {"hip": re.compile(r"\bv_mfma\w*"), "cuda": re.compile(r"\b(?:wgmma\.mma_async|mma)\.[\w.]+")}
-
 
 def facts(compiled, target: str, warps: int) -> dict:
     """What the compiler made of one kernel: registers, scratch (spills), shared memory,
@@ -170,9 +169,8 @@ def facts(compiled, target: str, warps: int) -> dict:
     from convaudit import isa
     arch = gpus.arch(target)
     asm = isa.assembly(compiled, target)
-    hip = target.startswith("gfx")
-    out = {"shared": int(compiled.metadata.shared),
-           "matrix": sorted(set(_MATRIX["hip" if hip else "cuda"].findall(asm)))}
+    hip = arch.vendor == "amd"
+    out = {"shared": int(compiled.metadata.shared), "matrix": isa.matrix_instructions(compiled, target)}
     loads: dict[str, int] = {}
     for kind in (_AMD_LOADS if hip else _PTX_LOADS).findall(asm):
         loads[kind] = loads.get(kind, 0) + 1
@@ -181,19 +179,16 @@ def facts(compiled, target: str, warps: int) -> dict:
         for key, pattern in _AMD_FACTS.items():
             m = re.search(pattern, asm)
             out[key] = int(m.group(1)) if m else 0
-        waves = -(-warps // arch.simds)   # a program's waves on each SIMD
-        by_regs = out["waves_per_simd"] // waves
-        by_shared = arch.shared_per_unit // out["shared"] if out["shared"] else by_regs
-        out["programs_per_unit"] = max(0, min(by_regs, by_shared, arch.warps_per_unit // warps))
-        out["two_fit_but_registers"] = (out["programs_per_unit"] == 1 and by_regs == 1
-                                        and by_shared >= 2 and arch.warps_per_unit // warps >= 2)
+        # the registers' limit as LLVM worked it out (its occupancy, waves a SIMD)
+        count = dict(regs_per_thread=out["vgpr"], waves_per_simd=out["waves_per_simd"])
     else:
-        regs, spill = _ptxas(isa.assembly(compiled, target), isa.TARGETS[target].arch)
+        regs, spill = _ptxas(asm, isa.TARGETS[target].arch)
         out.update(regs=regs, scratch=spill)
-        out["programs_per_unit"] = gpus.programs_per_unit(arch, warps, regs, out["shared"])
-        by_shared = arch.shared_per_unit // (out["shared"] + 1024)
-        out["two_fit_but_registers"] = (out["programs_per_unit"] == 1 and by_shared >= 2
-                                        and arch.warps_per_unit // warps >= 2)
+        count = dict(regs_per_thread=regs)
+    out["programs_per_unit"] = gpus.programs_per_unit(arch, warps, shared=out["shared"], **count)
+    # one program a unit where the same kernel with registers to spare would fit two
+    roomy = gpus.programs_per_unit(arch, warps, shared=out["shared"], regs_per_thread=1)
+    out["two_fit_but_registers"] = out["programs_per_unit"] == 1 and roomy >= 2
     # SGPR spills go to lanes of a VGPR, not memory: shown, not counted as spilling
     out["spills"] = out["scratch"] > 0 or out.get("vgpr_spills", 0) > 0
     return out
@@ -210,6 +205,8 @@ def _ptxas(ptx: str, arch: int) -> tuple[int, int]:
         done = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm}", src, "-o",
                                os.path.join(d, "k.cubin")], capture_output=True, text=True)
     text = done.stdout + done.stderr
+    if done.returncode:
+        raise RuntimeError(f"ptxas: {text.strip()[-300:]}")
     regs = re.search(r"Used (\d+) registers", text)
     spill = re.search(r"(\d+) bytes spill stores", text)
     return int(regs.group(1)) if regs else 0, int(spill.group(1)) if spill else 0
@@ -270,7 +267,8 @@ def audit(runs: list[dict], target: str, device: str | None = None, progress=Non
 
 
 def findings(kernels: list, target: str, device: str | None) -> dict:
-    ref = gpus.device(device) if device else gpus.reference_device(target)
+    with backends.cross_compiling(target, device):
+        ref = backends.cross_device(target)
     units = ref.units if ref else 0
     out = {"kernels": len(kernels), "spilling": [], "no_matrix": [], "one_per_unit": [],
            "errors": [], "units": units, "device": ref.name if ref else target}

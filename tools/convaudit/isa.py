@@ -29,26 +29,16 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from convgen import backend as backends
-from convgen import dtypes
-from convgen.backend import Backend
+from convgen import dtypes, gpus
 from convgen.kernels import gpu_reference, launch
 from convgen.kernels import verify_stats as vs
 from convgen.kernels.config import choose
 from convgen.problem import make_problem
 
-TARGETS = {
-    "gfx908": GPUTarget("hip", "gfx908", 64),
-    "gfx90a": GPUTarget("hip", "gfx90a", 64),
-    "gfx942": GPUTarget("hip", "gfx942", 64),
-    "gfx950": GPUTarget("hip", "gfx950", 64),
-    "sm90": GPUTarget("cuda", 90, 32),
-    "sm80": GPUTarget("cuda", 80, 32),
-}
+# every arch of convgen/gpus.py, as Triton names it
+TARGETS = {name: GPUTarget("hip", name, a.wave) if a.vendor == "amd"
+           else GPUTarget("cuda", int(name[2:]), a.wave) for name, a in gpus.ARCHS.items()}
 MATRIX_RE = {"hip": re.compile(r"\bv_mfma\w*"), "cuda": re.compile(r"\b(?:wgmma|mma)\.[\w.]+")}
-
-
-def backend_of(target: str) -> Backend:
-    return Backend(TARGETS[target].backend, target, TARGETS[target].warp_size)
 
 
 def pointer_type(dtype) -> str:
@@ -81,7 +71,7 @@ def compile_kernel(fn, args: dict, constexprs: dict, target: str, options: dict 
     for a in ranged:
         attrs.setdefault((params.index(a),), []).append(["tt.pointer_range", 32])
     src = ASTSource(fn, signature, constexprs={k: v for k, v in constexprs.items()}, attrs=attrs)
-    opts = backend_of(target).compile_options(dict(options or {}))
+    opts = backends.of_arch(target).compile_options(dict(options or {}))
     return triton.compile(src, target=TARGETS[target], options=opts)
 
 
@@ -140,7 +130,7 @@ def compile_conv(direction: str, dtype: str, use_dot: bool, target: str, layouts
     `perf_config` holds config fields over the default; `channels` below 16 takes the
     paths whose blocks span filter taps."""
     p = _problem(direction, dtype, layouts, stride, channels)
-    cfg = choose(p, backend_of(target), use_dot,
+    cfg = choose(p, backends.of_arch(target), use_dot,
                  perf_config or ({"split": 2} if p.direction.splits_reduction else None))
     return compile_problem(p, cfg, target, use_dot)
 
@@ -233,7 +223,7 @@ def survey(targets) -> list[dict]:
 def _fp8_rows(target: str) -> list[dict]:
     """fp8 forward on both paths, for each fp8 type the backend claims (backend.type_unsupported):
     the claim must compile, and the dot path must reach matrix instructions."""
-    be = backend_of(target)
+    be = backends.of_arch(target)
     rows = []
     for dtype in dtypes.FP8_TYPES:
         if be.type_unsupported(dtypes.TYPES[dtype]):

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from convgen import backend
+from convgen.backend import of_arch
 from convgen.errors import ConvgenError
 from convtune import commands as lab_commands
 from convtune.keys import problem_from_key
@@ -176,7 +177,7 @@ def _survey_one(item: tuple) -> dict:
         from convgen.kernels.config import choose, from_text  # torch and Triton
         p = _problem(source)
         row["problem"] = p.describe()
-        cfg = choose(p, isa.backend_of("sm90"), True, from_text(text))
+        cfg = choose(p, of_arch("sm90"), True, from_text(text))
         k = isa.compile_problem(p, cfg, "sm90")
         row["register_operand"] = register_operand(k.asm["ttgir"])
         hazard = find(k.asm["sass"])
@@ -233,14 +234,13 @@ def main(argv=None) -> int:
         return fail("unset TRITON_INTERPRET to compile for sm90")
     if not args.lines and args.bests is None:
         return fail("nothing to compile: give --lines FILE or --bests DB")
-    from convaudit import isa  # Triton's compiler, torch
     from convtune import space as tuning_space  # torch and Triton
     items = []
     try:
         for path in args.lines:
             for i, p in enumerate(_lines_problems(path)):
                 items += [(("lines", path, i), c.describe())
-                          for c in tuning_space.configs(p, isa.backend_of("sm90"))]
+                          for c in tuning_space.configs(p, of_arch("sm90"))]
         if args.bests is not None:
             items += _bests(args.bests)
     except OSError as e:

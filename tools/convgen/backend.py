@@ -117,28 +117,33 @@ class Backend:
 
     def device_name(self) -> str:
         """The GPU's marketing name (the tuning database's key holds it: two parts of one arch
-        differ in SMs and clocks); the backend's kind without a GPU; while cross-compiling
-        (`cross_compiling`), the device the target's arch stands for (gpus.REFERENCE_DEVICE)."""
+        differ in SMs and clocks); the backend's kind without a GPU; for a GPU that is not
+        here, the device its arch stands for (`cross_device`)."""
         if self.interpreter:
             return self.kind
-        if _CROSS_TARGET is not None:
+        if not self._here():
             ref = cross_device(self.arch)
             return ref.name if ref else self.arch
         import torch
         return _gpu_name(torch.cuda.current_device())
 
     def units(self) -> int:
-        """SMs (CUs on ROCm) of the device, as it counts them; 0 for the interpreter; while
-        cross-compiling, the units of the device the target's arch stands for (0 if none)."""
+        """SMs (CUs on ROCm) of the device, as it counts them; 0 for the interpreter; for a
+        GPU that is not here, the units of the device its arch stands for (0 if none)."""
         if self.interpreter:
             return 0
-        import torch
-        if _CROSS_TARGET is not None or not torch.cuda.is_available():
-            # a launch built for a GPU that is not here (a cross-compile, a rule asked
-            # about another device): the units of the device its arch stands for
+        if not self._here():
             ref = cross_device(self.arch)
             return ref.units if ref else 0
+        import torch
         return gpu_units(torch.cuda.current_device())
+
+    def _here(self) -> bool:
+        """Whether this backend is the GPU this process runs on (so torch can answer for
+        it): not while cross-compiling, nor for another arch's Backend (`of_arch`: a rule
+        or a space asked about a GPU that is not here), which the arch's reference device
+        answers for."""
+        return _CROSS_TARGET is None and self == current()
 
     @property
     def max_warps(self) -> int:
@@ -260,9 +265,12 @@ def cross_target() -> str | None:
 
 
 def cross_device(arch: str) -> gpus.Device | None:
-    """The device a cross-compile for `arch` stands for: the one `cross_compiling` named,
-    else the arch's reference device."""
-    return (gpus.device(_CROSS_DEVICE) if _CROSS_DEVICE else None) or gpus.reference_device(arch)
+    """The device a GPU of `arch` that is not here stands for: the one `cross_compiling`
+    named where it is of that arch, else the arch's reference device (gpus.REFERENCE_DEVICE)."""
+    named = gpus.device(_CROSS_DEVICE) if _CROSS_DEVICE else None
+    if named is not None and named.arch == arch.split(":")[0]:
+        return named
+    return gpus.reference_device(arch)
 
 
 @functools.lru_cache(maxsize=None)

@@ -66,8 +66,9 @@ ARCHS = {a.name: a for a in (
     # which each resident block reserves; 64 warps, 64K registers, 255 per thread
     Arch("sm80", "nvidia", 164 * KB, 163 * KB, 64, 65536, 255, 8),
     Arch("sm90", "nvidia", 228 * KB, 227 * KB, 64, 65536, 255, 8),
-    # CDNA 1 (MI100): 256 VGPRs and 256 AGPRs per lane, in separate files; 10 waves a SIMD
-    Arch("gfx908", "amd", 64 * KB, 64 * KB, 40, 4 * 64 * 256, 256, 8, wave=64, simds=4,
+    # CDNA 1 (MI100): 256 VGPRs and 256 AGPRs per lane, in separate files, allocated in
+    # blocks of 4; 10 waves a SIMD
+    Arch("gfx908", "amd", 64 * KB, 64 * KB, 40, 4 * 64 * 256, 256, 4, wave=64, simds=4,
          separate_agprs=True),
     # CDNA 2 (MI200) and 3 (MI300): one file of 512 per lane, VGPRs then AGPRs, allocated
     # in blocks of 8; 8 waves a SIMD; 64 KB of LDS a CU
@@ -120,20 +121,23 @@ def reference_device(arch_name: str) -> Device | None:
 
 
 def programs_per_unit(a: Arch, warps: int, regs_per_thread: int, shared: int,
-                      agprs: int = 0) -> int:
+                      agprs: int = 0, waves_per_simd: int | None = None) -> int:
     """Programs of `warps` warps one unit holds at once, from registers (per thread, rounded
-    up to the arch's granule), shared memory (bytes per program) and resident warps; at
-    least 0 (a program that fits nowhere)."""
+    up to the arch's granule; gfx908's AGPRs, a file of their own, too), shared memory
+    (bytes per program) and resident warps; at least 0 (a program that fits nowhere).
+    AMD: `waves_per_simd`, where the compiler said it (LLVM's occupancy), stands for the
+    registers' limit."""
     granule = a.reg_granule
     regs = -(-max(1, regs_per_thread) // granule) * granule
     if a.vendor == "amd":
-        # a program's waves are spread over the SIMDs; each SIMD holds as many waves as its
-        # lanes' file has room for (gfx908: the larger of its two files decides)
-        if a.separate_agprs:
-            agpr = -(-agprs // granule) * granule
-            regs = max(regs, agpr)
-        per_simd = min(a.warps_per_unit // a.simds, a.regs_per_simd_lane // regs)
-        by_regs = per_simd // -(-warps // a.simds)
+        if waves_per_simd is None:
+            # each SIMD holds as many waves as its lanes' file has room for (gfx908: the
+            # larger of its two files decides)
+            if a.separate_agprs:
+                regs = max(regs, -(-agprs // granule) * granule)
+            waves_per_simd = min(a.warps_per_unit // a.simds, a.regs_per_simd_lane // regs)
+        # a program's waves are dealt out over the SIMDs
+        by_regs = waves_per_simd * a.simds // warps
     else:
         by_regs = a.regs_per_unit // (regs * 32 * warps)
     by_warps = a.warps_per_unit // warps

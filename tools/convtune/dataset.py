@@ -83,7 +83,7 @@ def offline_backend(arch: str, device: str):
         def device_name(self) -> str:
             return device
 
-        def units(self) -> int:   # not at hand: gpus.DEVICES's count or none
+        def units(self) -> int:   # not at hand: gpus.DEVICES's count, else none
             known = gpus.device(device)
             return known.units if known else 0
     return Named(*astuple(_backend_for(arch)))

@@ -169,9 +169,12 @@ class _KernelFacts:
     def __init__(self, p, q, dev: Device):
         self.q = q
         self.device_units, self.arch_number = dev.units, dev.arch_number
-        self.backend = backend.of_arch(dev.arch) if dev.arch != "interpreter" else None
+        try:
+            self.backend = backend.of_arch(dev.arch)
+        except ValueError:   # an arch convgen does not know: no LDS estimate either
+            self.backend = None
         self.arch = a = gpus.arch(dev.arch)
-        self.wave = a.wave if a else 32
+        self.wave = self.backend.warp_size if self.backend and not self.backend.interpreter else 32
         self.device = [self.wave, *dev.facts, a.shared_per_unit / 1024 if a else 0]
         self.units = self.device_units or 1
         self.m, _, self.r = q.gemm

@@ -9,7 +9,7 @@ from convgen.backend import Backend
 from convgen.directions import blocks_span_taps
 from convgen.kernels import s2d
 from convgen.kernels.config import (FIELD_VALUES, MAX_CHAIN, MAX_SPLIT, KernelConfig, choose,
-                                    lds_bytes, min_block_k, narrow, next_pow2, swap_ab_refused, tma_refused,
+                                    amd_options, lds_bytes, min_block_k, narrow, next_pow2, swap_ab_refused, tma_refused,
                                     tma_split)
 from convgen.kernels.geometry import (MAX_SHARED, channel_block, persistent_fits, phased_shared,
                                       streamk_fits, views_per_phase)
@@ -94,8 +94,7 @@ def _amd_space(cfg: KernelConfig, problem: ConvProblem, backend: Backend,
     SIMD; 16x16 or 32x32 matrix instructions; kpack 2 on gfx942, which gfx950 ignores), and
     128x128 with 4 warps too. Stages LDS cannot hold are left out."""
     wide = cfg.block_m * cfg.block_n
-    base = _vary(cfg, waves_per_eu=0 if wide <= 128 * 128 else 2, matrix_instr_nonkdim=16,
-                 kpack=1)
+    base = _vary(cfg, **amd_options(cfg.block_m, cfg.block_n))
     out = [base]
     if vary and cfg.num_stages == 2:
         out += [_vary(base, waves_per_eu=2 if base.waves_per_eu == 0 else 0),

@@ -57,6 +57,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, fields, replace
 
+from convgen import gpus
 from convgen.backend import Backend
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
@@ -325,7 +326,8 @@ def default_config(problem: ConvProblem, backend: Backend, use_dot: bool,
 
 
 def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: int) -> KernelConfig:
-    """The rule on AMD (no AMD measurements yet: what the compiler reports, convaudit):
+    """The rule on AMD (the tuning data holds no AMD rows; these follow from what the
+    compiler reports, convgen audit):
 
     - the tile is halved, the longer side first, down to 64x64, while the launch has fewer
       programs than the device has CUs (an MI300X has 304; its guide asks for 1024 and more);
@@ -338,7 +340,10 @@ def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: i
       gfx908
     - bwd_weight's split: parts enough for two programs on every CU of the device
     """
-    units = backend.units() or 1
+    # a device that cannot say (one the tuning data names but gpus.DEVICES lacks, ranked
+    # offline) is taken for its arch's reference device
+    ref = gpus.reference_device(backend.arch)
+    units = backend.units() or (ref.units if ref else 1)
     m, _, _ = problem.gemm
     for _ in range(4):
         if (problem.direction.splits_reduction or _programs(problem, bm, bn) >= units
@@ -357,8 +362,16 @@ def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: i
     return KernelConfig(block_m=bm, block_n=bn, block_k=bk,
                         num_warps=8 if bm * bn >= 128 * 128 and not small_file else 4,
                         num_stages=2, split=_split(problem, bm, bn, 2 * units),
-                        waves_per_eu=0 if bm * bn <= 128 * 128 else 2,
-                        matrix_instr_nonkdim=16, kpack=1)
+                        **amd_options(bm, bn))
+
+
+def amd_options(bm: int, bn: int) -> dict:
+    """The rule's AMD compile options for a bm x bn tile: the compiler's own register count
+    (waves_per_eu=0) up to 128x128; waves_per_eu=2 above, where a tile's fp32 accumulator
+    alone would otherwise take more than 256 registers a lane, one wave a SIMD; 16x16
+    matrix instructions, kpack 1."""
+    return {"waves_per_eu": 0 if bm * bn <= 128 * 128 else 2, "matrix_instr_nonkdim": 16,
+            "kpack": 1}
 
 
 def _programs(problem: ConvProblem, bm: int, bn: int) -> int:
@@ -411,10 +424,16 @@ def narrow(n: int, bn: int = 64) -> int:
 
 
 def tma_split(problem: ConvProblem, bm: int, bn: int, box: int) -> int:
-    """bwd_weight on the descriptor kernels: parts enough for ~256 programs (two waves of an
-    H100), at most one per box of output pixels."""
+    """bwd_weight on the descriptor kernels: parts enough for ~SPLIT_PROGRAMS programs, at
+    most one per box of output pixels."""
     tiles = cdiv(problem.k, bm) * cdiv(problem.c, bn) * problem.y * problem.x
-    return max(1, min(MAX_SPLIT, pixel_boxes(problem, box), round(256 / tiles)))
+    return max(1, min(MAX_SPLIT, pixel_boxes(problem, box), round(SPLIT_PROGRAMS / tiles)))
+
+
+# bwd_weight's split on NVIDIA aims at this many programs: about two waves of an H100's 132
+# SMs (the tuning data's configs were measured around it); AMD's rule aims at two
+# programs on every CU of the device instead
+SPLIT_PROGRAMS = 256
 
 
 def min_block_k(problem: ConvProblem) -> int:
@@ -456,8 +475,8 @@ def chain_fields(cfg: KernelConfig) -> tuple:
     return cfg.s2d, cfg.tma, cfg.streamk, cfg.block_k, cfg.split
 
 
-def _split(problem: ConvProblem, bm: int, bn: int, programs: int = 256) -> int:
-    """bwd_weight: enough parts for about `programs` programs (256: two waves of an H100),
+def _split(problem: ConvProblem, bm: int, bn: int, programs: int = SPLIT_PROGRAMS) -> int:
+    """bwd_weight: enough parts for about `programs` programs,
     with each part at least a few tiles deep, and no part longer than MAX_CHAIN products
     (at most 64 parts)."""
     if not problem.direction.splits_reduction:

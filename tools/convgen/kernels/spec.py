@@ -72,12 +72,17 @@ def units(device) -> int:
 
 def xcds(device) -> int:
     """Chiplets (XCDs) of a tensor's device, each with its own L2, that its workgroups are
-    dealt out to in turn (the pointer kernels' program_ids): an MI300's or MI350's 8, 1
-    elsewhere (NVIDIA, the interpreter, an AMD device gpus.DEVICES lacks). Meta tensors
-    (a cross-compile) count the target's device's (backend.cross_device)."""
+    dealt out to in turn (the pointer kernels' program_ids): gpus.DEVICES's count (an
+    MI300X's 8, an MI300A's 6), 1 elsewhere (NVIDIA, the interpreter, an AMD device the
+    table lacks, or one partitioned into fewer CUs than the table's, which is not the
+    chiplets the table counts). Meta tensors (a cross-compile) count the target's device's
+    (backend.cross_device)."""
     if device.type == "cuda":
         be = backends.current()
-        known = gpus.device(be.device_name()) if be.is_hip else None
+        index = device.index if device.index is not None else 0
+        known = gpus.device(backends._gpu_name(index)) if be.is_hip else None
+        if known is not None and known.units != backends.gpu_units(index):
+            known = None
     elif device.type == "meta" and backends.cross_target():
         known = backends.cross_device(backends.cross_target())
     else:
