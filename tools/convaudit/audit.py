@@ -24,15 +24,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 
+import torch
+
+from convaudit import isa
 from convgen import REPO_ROOT
 from convgen import backend as backends
-from convgen import gpus
+from convgen import cli, gpus, picks
 from convgen.errors import ConvgenError
+from convgen.kernels import launch
 
 MAX_POINTER_RANGE = 2**31 - 1   # HIPBackend.is_within_2gb
 
@@ -80,7 +85,6 @@ def listed_runs(target: str, paths: list[str], nightly: bool = False) -> list[di
 
 def line_runs(path: str) -> list[dict]:
     """Runs from a file of convgen flag sets, one per line (`convgen tune --lines`'s form)."""
-    import shlex
     try:
         with open(path) as f:
             lines = f.read().splitlines()
@@ -97,7 +101,6 @@ def line_runs(path: str) -> list[dict]:
 # ---- one run's kernel ---------------------------------------------------------------------
 
 def _meta(p, name: str, dtype):
-    import torch
     return torch.empty(p.physical_shape(name), dtype=dtype, device="meta").permute(
         p.to_logical_perm(name))
 
@@ -105,8 +108,6 @@ def _meta(p, name: str, dtype):
 def launch_of(args: list[str], target: str, device: str | None):
     """(problem the kernel runs, config, where it came from, LaunchSpec, use_dot) of a
     convgen command line on `target`; ConvgenError where convgen would refuse it."""
-    from convgen import cli, picks
-    from convgen.kernels import launch
     config = cli.parse(args)
     be = backends.of_arch(target)
     p, use_dot = config.problem, config.kernel.use_matrix_cores
@@ -126,14 +127,12 @@ def launch_of(args: list[str], target: str, device: str | None):
 
 def torch_out_dtype(q, p):
     """What the kernel writes: the output type, or fp32 (int32) per depth tap of a 3-D one."""
-    import torch
     if p.is_3d:
         return torch.int32 if p.dtype.is_int else torch.float32
     return q.dtype.out_type.torch_dtype
 
 
 def compile_spec(spec, cfg, target: str):
-    from convaudit import isa
     types, constants, aligned = isa._launch_signature(spec.runtime)
     ranged = ()
     if target.startswith("gfx"):
@@ -166,7 +165,6 @@ _PTX_LOADS = re.compile(r"\b(ld\.global(?:\.[\w:]+)*?\.(?:v\d\.)?[bfsu]\d+|cp\.a
 def facts(compiled, target: str, warps: int) -> dict:
     """What the compiler made of one kernel: registers, scratch (spills), shared memory,
     occupancy and programs per unit, matrix instructions, global loads by kind."""
-    from convaudit import isa
     arch = gpus.arch(target)
     asm = isa.assembly(compiled, target)
     hip = arch.vendor == "amd"
@@ -196,7 +194,7 @@ def facts(compiled, target: str, warps: int) -> dict:
 
 def _ptxas(ptx: str, arch: int) -> tuple[int, int]:
     """(registers per thread, spill bytes) ptxas reports for a PTX kernel."""
-    from triton.backends.nvidia.compiler import get_ptxas
+    from triton.backends.nvidia.compiler import get_ptxas  # NVIDIA's backend alone needs it
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "k.ptx")
         with open(src, "w") as f:
@@ -232,7 +230,6 @@ def describe(q, cfg, use_dot: bool) -> str:
 
 def audit(runs: list[dict], target: str, device: str | None = None, progress=None) -> tuple[list, dict]:
     """(kernels, counts) of the runs on `target`: each distinct kernel compiled once."""
-    from convaudit import isa
     kernels: dict = {}
     counts = {"runs": 0, "refused": 0, "shell": 0}
     for run in runs:

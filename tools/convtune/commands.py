@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from convgen import cli, gpus, run_flags
+from convgen import backend, cli, gpus, run_flags
 from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import (as_text, choice, flag_table, listed, nonneg, one_of, positive,
@@ -258,8 +258,7 @@ def _selector(name: str, args: list[str]) -> int:
 def dry_run(configs, target: str | None, max_configs: int | None) -> int:
     """Each problem's tuning space on `target` (else this machine's device): a `#` line
     naming the problem and the device, then one -perf_config string per config."""
-    from convgen import backend
-    from convtune import space
+    from convtune import space  # torch and Triton (the kernel modules)
     be = backend.of_arch(target) if target else backend.current()
     with backend.cross_compiling(target) if target else _nothing():
         for config in configs:
