@@ -89,15 +89,15 @@ def test_llvms_occupancy_stands_for_the_registers():
 # 256, f16, channels-last: block_m x block_n x block_k / warps / split
 RULE = {
     ("gfx942", "fwd"): "128x64x64/4/1 128x64x64/4/1 128x128x64/8/1 128x128x64/8/1 "
-                       "128x128x64/8/1 128x64x64/4/1 128x128x64/8/1",
+                       "128x128x64/8/1 64x64x64/4/1 128x128x64/8/1",
     ("gfx942", "bwd_data"): "128x64x64/4/1 128x64x64/4/1 128x128x64/8/1 128x128x64/8/1 "
                             "128x128x64/8/1 128x16x64/4/1 128x128x64/8/1",
     ("gfx942", "bwd_weight"): "64x64x64/4/64 64x64x64/4/64 128x128x64/8/64 128x128x64/8/64 "
-                              "128x128x64/8/16 64x128x64/4/64 128x128x64/8/4",
+                              "128x128x64/8/16 64x64x64/4/64 128x128x64/8/4",
     ("gfx90a", "bwd_weight"): "64x64x64/4/64 64x64x64/4/24 128x128x64/8/64 128x128x64/8/24 "
-                              "128x128x64/8/6 64x128x64/4/64 128x128x64/8/1",
+                              "128x128x64/8/6 64x64x64/4/64 128x128x64/8/1",
     ("gfx950", "bwd_weight"): "64x64x64/4/64 64x64x64/4/56 128x128x64/8/64 128x128x64/8/56 "
-                              "128x128x64/8/14 64x128x64/4/64 128x128x64/8/4",
+                              "128x128x64/8/14 64x64x64/4/64 128x128x64/8/4",
 }
 
 
@@ -117,6 +117,8 @@ def test_the_amd_rule(arch, direction):
         picks.append(f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}/{cfg.num_warps}/{cfg.split}")
         assert (cfg.waves_per_eu, cfg.matrix_instr_nonkdim, cfg.kpack, cfg.num_stages) == (0, 16, 1, 2)
         assert cfg.tma is None and cfg.s2d is None
+        if p.c < 16 and direction != "bwd_data":
+            assert cfg.block_m <= 64 and cfg.block_n <= 64   # blocks across taps
         # gfx908's separate 256-register files hold two 128x128 programs a CU at 4 warps
         assert cfg.num_warps == (8 if cfg.block_m * cfg.block_n >= 128 * 128 and arch != "gfx908" else 4)
         assert 2 * lds_bytes(cfg, p, be) <= facts.shared_per_unit
@@ -130,6 +132,22 @@ def test_the_amd_rule(arch, direction):
             assert tiles >= units or cfg.block_m * cfg.block_n <= 64 * 64
     if (arch, direction) in RULE:
         assert " ".join(picks) == RULE[arch, direction]
+
+
+def test_channels_first_tensors_take_narrower_tiles():
+    """On AMD a channels-first problem of 128x128 tiles takes 128x64 (their addresses take
+    registers: two programs a CU where 128x128 held one, Triton 3.6)."""
+    layer = CONV_BENCH_LAYERS[4]   # 3x3 256 -> 256 at 14x14
+    nchw = {"input": "nchw", "filter": "kcyx", "output": "nkhw"}
+    for direction in ("fwd", "bwd_data", "bwd_weight"):
+        c, k, hw, f, s, pad, g = layer
+        p = make_problem(direction=direction, dtype=dtypes.elem_type("f16"), n=256, g=g,
+                         c_total=c, k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s),
+                         pad=(pad,) * 4, layouts=nchw)
+        cfg = choose(p, backend.of_arch("gfx942"), True)
+        assert (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 64, 4), direction
+        nhwc = choose(layer_problem(layer, direction), backend.of_arch("gfx942"), True)
+        assert (nhwc.block_m, nhwc.block_n) == (128, 128)
 
 
 def test_lds_is_checked_before_compiling():

@@ -52,15 +52,16 @@ def test_the_pr_set_on_amd_compiles_clean(target, tmp_path):
 
 
 def test_a_spilling_kernel_fails_the_audit(tmp_path):
-    """256x256 tiles of a 3x3 fwd spill on gfx942 (one VGPR file of 512 a lane cannot hold
-    a 256x256 fp32 tile over 8 waves with its operands): the audit names it and exits 1."""
+    """A 256x512 tile over 4 warps holds 512 fp32 sums a lane, the whole register file of
+    a gfx942 SIMD lane: it spills (Triton 3.6 and 3.9 alike), and the audit names it and
+    exits 1."""
     lines = tmp_path / "runs.lines"
     lines.write_text("# one forced config\n"
-                     "--operation conv2d -t f16 --batchsize 2 --in_channels 64 --out_channels 256 "
-                     "--in_h 14 --in_w 14 --fil_h 3 --fil_w 3 --padding_h 1 --padding_w 1 "
-                     "--in_layout nhwc --fil_layout kyxc --out_layout nhwk "
-                     "-perf_config block_m=256,block_n=256,block_k=32,num_warps=8,num_stages=2,"
-                     "waves_per_eu=2\n")
+                     "--operation conv2d -t f16 --batchsize 2 --in_channels 64 --out_channels 512 "
+                     "--in_h 16 --in_w 16 --fil_h 3 --fil_w 3 --padding_h 1 --padding_w 1 "
+                     "--in_layout nhwc --fil_layout kyxc --out_layout nhwk -x2 "
+                     "-perf_config block_m=256,block_n=512,block_k=32,num_warps=4,num_stages=2,"
+                     "waves_per_eu=0\n")
     done = audit("--target", "gfx942", "--lines", str(lines))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "# spilling: conv_fwd_kernel" in done.stdout
@@ -74,7 +75,7 @@ def test_waves_per_eu_2_holds_a_128x128_tile_to_one_program_per_cu(tmp_path):
     tile fits two."""
     problem = ("--operation conv2d -t f16 --batchsize 64 --in_channels 256 --out_channels 256 "
                "--in_h 14 --in_w 14 --fil_h 3 --fil_w 3 --padding_h 1 --padding_w 1 "
-               "--in_layout nhwc --fil_layout kyxc --out_layout nhwk")
+               "--in_layout nhwc --fil_layout kyxc --out_layout nhwk -x2")
     lines = tmp_path / "runs.lines"
     lines.write_text("".join(f"{problem} -perf_config block_m=128,block_n=128,block_k=64,"
                              f"num_warps=8,num_stages=2,waves_per_eu={w}\n" for w in (2, 0)))
@@ -87,6 +88,7 @@ def test_waves_per_eu_2_holds_a_128x128_tile_to_one_program_per_cu(tmp_path):
              for k in kernels}
     assert found[2][:2] == (1, True) and found[2][2] == 2
     assert found[0][:2] == (2, False) and found[0][2] >= 4
+    assert all(k["matrix"] for k in kernels)
 
 
 def test_bad_input_is_one_line():

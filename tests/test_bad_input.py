@@ -371,6 +371,8 @@ def test_study_report_into_a_folder_it_cannot_make_is_one_line(capsys, tmp_path)
     assert msg.startswith(f"convgen: error: -data_dir: cannot write into '{blocker / 'plots'}'"), msg
 
 
+@pytest.mark.skipif(not backend.current().interpreter,
+                    reason="the interpreter's estimate and heartbeat; a GPU runs the kernel at once")
 def test_a_long_interpreter_kernel_says_it_is_still_going(capsys, monkeypatch):
     from convgen import driver
 

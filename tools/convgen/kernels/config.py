@@ -329,6 +329,8 @@ def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: i
     """The rule on AMD (the tuning data holds no AMD rows; these follow from what the
     compiler reports, convgen audit):
 
+    - 64-wide tiles where blocks span filter taps (the C = 3 stem), 128x64 for channels-first
+      tensors: both take more registers for their addresses
     - the tile is halved, the longer side first, down to 64x64, while the launch has fewer
       programs than the device has CUs (an MI300X has 304; its guide asks for 1024 and more);
       bwd_weight keeps its tile and splits its reduction instead
@@ -340,6 +342,17 @@ def _amd_default(problem: ConvProblem, backend: Backend, bm: int, bn: int, bk: i
       gfx908
     - bwd_weight's split: parts enough for two programs on every CU of the device
     """
+    if blocks_span_taps(problem) and problem.direction.name != "bwd_data":
+        # blocks across taps gather their (y, x, c) per element: the index arithmetic
+        # takes registers. Cross-compiled for gfx942 with Triton 3.6, fwd's 128x64x64 of
+        # the C = 3 stem took 284 VGPRs, bwd_weight's 64x128x64 282 (one wave a SIMD);
+        # 64x64x64 took 120-164 (3-4 waves)
+        bm, bn = min(bm, 64), min(bn, 64)
+    elif problem.layouts["input"][-1] != "c" and bm * bn >= 128 * 128:
+        # channels-first tensors are read with more address arithmetic: Triton 3.6 gave a
+        # strided 1x1 bwd_data on 128x128 tiles 146-172 VGPRs (2-3 waves a SIMD: one
+        # 8-warp program a CU), on 128x64 tiles 112-200 (two programs)
+        bn = 64
     # a device that cannot say (one the tuning data names but gpus.DEVICES lacks, ranked
     # offline) is taken for its arch's reference device
     ref = gpus.reference_device(backend.arch)
