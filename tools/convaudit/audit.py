@@ -8,11 +8,10 @@ What a launch specializes, and the audit does too:
 - the config a run would take there (the rule, a tuned entry or the model's pick: the same
   `picks.select` a run calls, with the target's Backend and the units of `--device`, else
   of the arch's reference device, convgen/gpus.py);
-- integer arguments equal to 1 become constants, those divisible by 16 are marked so, and
-  pointers are taken as 16-byte aligned (convaudit.isa._launch_signature);
-- on HIP, a tensor whose storage is under 2 GB is marked with a 32-bit pointer range, as
-  Triton's HIP launcher marks it (HIPBackend.get_tensor_specialization): the compiler then
-  loads through buffer instructions, which take fewer registers.
+- integer arguments equal to 1 become constants, those divisible by 16 are marked so,
+  pointers are taken as 16-byte aligned, and on HIP a tensor whose storage is under 2 GB
+  gets a 32-bit pointer range (convaudit.isa.compile_spec): the compiler then loads
+  through buffer instructions, which take fewer registers.
 
 The tests come from lit itself (`--param list_runs` with `--param features_of=ARCH`): the
 PR set's RUN lines as the target would run them, its REQUIRES and %if features decided
@@ -39,7 +38,6 @@ from convgen import cli, gpus, picks
 from convgen.errors import ConvgenError
 from convgen.kernels import launch
 
-MAX_POINTER_RANGE = 2**31 - 1   # HIPBackend.is_within_2gb
 
 
 @dataclass
@@ -130,17 +128,6 @@ def torch_out_dtype(q, p):
     if p.is_3d:
         return torch.int32 if p.dtype.is_int else torch.float32
     return q.dtype.out_type.torch_dtype
-
-
-def compile_spec(spec, cfg, target: str):
-    types, constants, aligned = isa._launch_signature(spec.runtime)
-    ranged = ()
-    if target.startswith("gfx"):
-        ranged = tuple(name for name, v in spec.runtime.items()
-                       if hasattr(v, "untyped_storage")
-                       and v.untyped_storage().nbytes() <= MAX_POINTER_RANGE)
-    return isa.compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
-                              cfg.compile_options(), aligned, ranged)
 
 
 def _grid(spec) -> int:
@@ -251,7 +238,7 @@ def audit(runs: list[dict], target: str, device: str | None = None, progress=Non
             k = kernels[key] = Kernel(name, describe(q, cfg, use_dot), cfg.describe(),
                                       source_kind(source), use_dot, _grid(spec))
             try:
-                compiled = compile_spec(spec, cfg, target)
+                compiled = isa.compile_spec(spec, target, cfg.compile_options())
                 k.facts = facts(compiled, target, cfg.num_warps)
             except Exception as e:   # noqa: BLE001 - a compile error is the audit's finding
                 k.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"

@@ -13,7 +13,10 @@ interpreter object), so tests run this module as a command:
 
 Kernels are compiled as a launch would specialize them: integer arguments equal to 1
 become constants and those divisible by 16 are marked so, pointers are taken as 16-byte
-aligned (convgen's allocations are); without that no load could be proven wide.
+aligned (convgen's allocations are); without that no load could be proven wide. On HIP a
+tensor under 2 GB is marked with a 32-bit pointer range, as Triton's HIP launcher marks it
+(HIPBackend.get_tensor_specialization): the compiler then loads through buffer
+instructions, with fewer registers.
 """
 from __future__ import annotations
 
@@ -102,6 +105,22 @@ def _meta_tensors(p, out_dtype):
     return {k: meta[k] for k in p.reads}, meta[p.writes]
 
 
+MAX_POINTER_RANGE = 2**31 - 1   # HIPBackend.is_within_2gb
+
+
+def compile_spec(spec, target: str, options: dict | None = None):
+    """A LaunchSpec's kernel compiled for `target` as a launch with its arguments would
+    specialize it (_launch_signature; on HIP, the pointer range of tensors under 2 GB)."""
+    types, constants, aligned = _launch_signature(spec.runtime)
+    ranged = ()
+    if TARGETS[target].backend == "hip":
+        ranged = tuple(name for name, v in spec.runtime.items()
+                       if hasattr(v, "untyped_storage")
+                       and v.untyped_storage().nbytes() <= MAX_POINTER_RANGE)
+    return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
+                          options, aligned, ranged)
+
+
 def _launch_signature(runtime: dict) -> tuple[dict, dict, tuple]:
     """(argument types, arguments that become constants, arguments marked divisible by 16),
     as Triton specializes a launch with these values (every pointer taken as aligned)."""
@@ -141,9 +160,7 @@ def compile_problem(p, cfg, target: str, use_dot: bool = True):
     # what a launch on the GPU decides from its tensors' device (tma.wgmma_waits)
     with backends.cross_compiling(target):
         spec = launch.launch_spec(p, *_meta_tensors(p, p.dtype.out_type.torch_dtype), cfg, use_dot, False)
-    types, constants, aligned = _launch_signature(spec.runtime)
-    return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target,
-                          cfg.compile_options(), aligned)
+    return compile_spec(spec, target, cfg.compile_options())
 
 
 def compile_reference(direction: str, target: str):
@@ -151,9 +168,7 @@ def compile_reference(direction: str, target: str):
     import torch
     p = _problem(direction, "f16", stride=(2, 2))
     ins, out = _meta_tensors(p, torch.float32)
-    spec = gpu_reference.launch_spec(p, ins, out)
-    types, constants, aligned = _launch_signature(spec.runtime)
-    return compile_kernel(spec.kernel, types, {**spec.constexprs, **constants}, target, None, aligned)
+    return compile_spec(gpu_reference.launch_spec(p, ins, out), target)
 
 
 def compile_verify(target: str, layout: int = 2, options: dict | None = None,
