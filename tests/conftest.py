@@ -29,6 +29,7 @@ NIGHTLY = os.environ.get("CONVGEN_NIGHTLY", "0").strip().lower() not in ("", "0"
 # pytest-xdist (`--dist load --maxschedchunk 1`, scripts/run-tests) the short tests fill
 # the other workers meanwhile instead of one long test running alone at the end.
 LONG_FIRST = (
+    "test_the_pr_set_on_amd_compiles_clean",
     "test_every_mutant_is_killed_twice_and_nothing_cries_wolf",
     "test_the_worker_and_the_shell_give_the_same_results_on_the_pr_set",
     "test_small_runs_the_grid_resumes_and_reports",

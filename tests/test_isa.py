@@ -28,10 +28,26 @@ def compile_here(*args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-@pytest.fixture(scope="module")
-def survey():
-    proc = compile_here("-m", "convaudit.isa", "--json", "--targets", ",".join(AMD + NVIDIA))
-    return json.loads(proc.stdout)
+def compiled_once(tmp_path_factory, name: str, *args: str) -> str:
+    """compile_here(*args)'s output, made once for the whole pytest run: the workers of
+    pytest-xdist share the run's base folder, and the first to ask writes the file while
+    the others wait on its lock (each survey is minutes of compiling on a 2-core machine)."""
+    import fcntl
+    shared = tmp_path_factory.getbasetemp().parent
+    path = shared / f"{name}.out"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            text = compile_here(*args).stdout
+            path.with_suffix(".tmp").write_text(text)
+            path.with_suffix(".tmp").rename(path)
+        return path.read_text()
+
+
+@pytest.fixture(scope="session")
+def survey(tmp_path_factory):
+    return json.loads(compiled_once(tmp_path_factory, "isa-survey", "-m", "convaudit.isa",
+                                    "--json", "--targets", ",".join(AMD + NVIDIA)))
 
 
 def _rows(survey, **match):
@@ -139,12 +155,13 @@ def test_fp8_claims_compile_and_reach_matrix_cores(survey, target):
 LOAD_TARGETS = ["sm90", "gfx90a", "gfx942"]
 
 
-@pytest.fixture(scope="module")
-def loads():
+@pytest.fixture(scope="session")
+def loads(tmp_path_factory):
     """`python -m convaudit.isa --loads`, parsed: {(direction, target): counts}."""
-    proc = compile_here("-m", "convaudit.isa", "--loads", "--targets", ",".join(LOAD_TARGETS))
+    text = compiled_once(tmp_path_factory, "isa-loads", "-m", "convaudit.isa", "--loads",
+                         "--targets", ",".join(LOAD_TARGETS))
     out = {}
-    for line in proc.stdout.splitlines():
+    for line in text.splitlines():
         direction, target, *counts = line.split()
         out[direction, target] = {k: int(v) for k, v in (c.split("=") for c in counts)}
     return out
