@@ -21,9 +21,9 @@ fold's copies) and a 3-D problem's kernel is its 2-D depth slices'.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -37,7 +37,7 @@ from convgen import backend as backends
 from convgen import cli, gpus, picks
 from convgen.errors import ConvgenError
 from convgen.kernels import launch
-
+from convtune.commands import flag_lines
 
 
 @dataclass
@@ -83,25 +83,11 @@ def listed_runs(target: str, paths: list[str], nightly: bool = False) -> list[di
 
 def line_runs(path: str) -> list[dict]:
     """Runs from a file of convgen flag sets, one per line (`convgen tune --lines`'s form)."""
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise ConvgenError(f"cannot read {path}: {e.strerror}", field="lines") from None
-    out = []
-    for number, line in enumerate(lines, 1):
-        text = line.split("|")[0].strip()
-        if text and not text.startswith("#"):
-            out.append({"test": f"{path}:{number}", "args": shlex.split(text), "negate": False})
-    return out
+    return [{"test": f"{path}:{number}", "args": words, "negate": False}
+            for number, words in flag_lines(path) if words]
 
 
 # ---- one run's kernel ---------------------------------------------------------------------
-
-def _meta(p, name: str, dtype):
-    return torch.empty(p.physical_shape(name), dtype=dtype, device="meta").permute(
-        p.to_logical_perm(name))
-
 
 def launch_of(args: list[str], target: str, device: str | None):
     """(problem the kernel runs, config, where it came from, LaunchSpec, use_dot) of a
@@ -117,9 +103,8 @@ def launch_of(args: list[str], target: str, device: str | None):
                                    config.kernel.tuning_db, config.kernel.selector,
                                    config.kernel.perf_form)
         q = p.depth_slice() if p.is_3d else p
-        out_dtype = torch_out_dtype(q, p)
-        tensors = {name: _meta(q, name, q.dtype.torch_dtype) for name in q.reads}
-        spec = launch.launch_spec(q, tensors, _meta(q, q.writes, out_dtype), cfg, use_dot, False)
+        tensors, out = isa._meta_tensors(q, torch_out_dtype(q, p))
+        spec = launch.launch_spec(q, tensors, out, cfg, use_dot, False)
     return q, cfg, source, spec, use_dot
 
 
@@ -131,11 +116,8 @@ def torch_out_dtype(q, p):
 
 
 def _grid(spec) -> int:
-    g = spec.grid if isinstance(spec.grid, (tuple, list)) else (spec.grid,)
-    n = 1
-    for v in g:
-        n *= int(v)
-    return n
+    """Programs a LaunchSpec's grid launches."""
+    return math.prod(spec.grid) if isinstance(spec.grid, (tuple, list)) else int(spec.grid)
 
 
 # ---- what the compiler made ---------------------------------------------------------------
@@ -144,10 +126,6 @@ _AMD_FACTS = {"vgpr": r"\.vgpr_count:\s+(\d+)", "agpr": r"\.agpr_count:\s+(\d+)"
               "sgpr": r"\.sgpr_count:\s+(\d+)", "scratch": r"\.private_segment_fixed_size:\s+(\d+)",
               "vgpr_spills": r"\.vgpr_spill_count:\s+(\d+)", "sgpr_spills": r"\.sgpr_spill_count:\s+(\d+)",
               "waves_per_simd": r"; Occupancy: (\d+)"}
-_AMD_LOADS = re.compile(r"\b((?:global|buffer)_load_(?:dwordx\d|dword|b128|b96|b64|b32|short\w*|"
-                        r"ushort|sshort|ubyte\w*|sbyte\w*|u16|i16|u8|i8))\b")
-_PTX_LOADS = re.compile(r"\b(ld\.global(?:\.[\w:]+)*?\.(?:v\d\.)?[bfsu]\d+|cp\.async\.c[ag]\.shared\.global|"
-                        r"cp\.async\.bulk\.tensor\.\w+)\b")
 
 def facts(compiled, target: str, warps: int) -> dict:
     """What the compiler made of one kernel: registers, scratch (spills), shared memory,
@@ -155,11 +133,8 @@ def facts(compiled, target: str, warps: int) -> dict:
     arch = gpus.arch(target)
     asm = isa.assembly(compiled, target)
     hip = arch.vendor == "amd"
-    out = {"shared": int(compiled.metadata.shared), "matrix": isa.matrix_instructions(compiled, target)}
-    loads: dict[str, int] = {}
-    for kind in (_AMD_LOADS if hip else _PTX_LOADS).findall(asm):
-        loads[kind] = loads.get(kind, 0) + 1
-    out["loads"] = loads
+    out = {"shared": int(compiled.metadata.shared), "matrix": isa.matrix_instructions(compiled, target),
+           "loads": isa.load_kinds(asm, isa.TARGETS[target].backend)}
     if hip:
         for key, pattern in _AMD_FACTS.items():
             m = re.search(pattern, asm)
@@ -230,11 +205,11 @@ def audit(runs: list[dict], target: str, device: str | None = None, progress=Non
             counts["refused"] += 1   # a test of convgen's refusals, or a type this target lacks
             continue
         types, constants, _ = isa._launch_signature(spec.runtime)
-        key = (getattr(spec.kernel, "__name__", str(spec.kernel)), tuple(sorted(types.items())),
+        name = getattr(getattr(spec.kernel, "fn", spec.kernel), "__name__", "kernel")
+        key = (name, tuple(sorted(types.items())),
                repr(sorted({**spec.constexprs, **constants}.items())), cfg.describe())
         k = kernels.get(key)
         if k is None:
-            name = getattr(getattr(spec.kernel, "fn", spec.kernel), "__name__", "kernel")
             k = kernels[key] = Kernel(name, describe(q, cfg, use_dot), cfg.describe(),
                                       source_kind(source), use_dot, _grid(spec))
             try:

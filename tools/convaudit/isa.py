@@ -21,6 +21,7 @@ instructions, with fewer registers.
 from __future__ import annotations
 
 import argparse
+import collections
 import inspect
 import json
 import os
@@ -272,6 +273,15 @@ WIDE = 16   # bytes
 def load_widths(compiled, target: str) -> dict:
     """The global loads in a compiled kernel by width (count_loads)."""
     return count_loads(assembly(compiled, target), TARGETS[target].backend)
+
+
+def load_kinds(asm: str, backend: str) -> dict:
+    """The global loads in an assembly text by instruction ("cuda": PTX, "hip": AMDGCN):
+    {"buffer_load_dwordx4": 8, "ld.global.v4.b32": 2, "cp.async.cg.shared.global": 16, ...},
+    the loads count_loads counts."""
+    patterns = (_AMD_LOAD,) if backend == "hip" else (_PTX_LOAD, _PTX_CP_ASYNC, _PTX_TMA)
+    return dict(collections.Counter(m.group(0).split()[0] for pattern in patterns
+                                    for m in pattern.finditer(asm)))
 
 
 def count_loads(asm: str, backend: str) -> dict:

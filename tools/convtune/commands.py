@@ -128,6 +128,17 @@ def parse_selector(argv: list[str]) -> dict:
             "device": v.get("device"), "test_device": v.get("test_device")}
 
 
+def flag_lines(path: str) -> list[tuple[int, list[str]]]:
+    """(line number, words) of each problem line of a `--lines` file: one convgen flag set a
+    line, # starting a comment line, a pipe and what follows it dropped."""
+    try:
+        with open(path) as f:
+            return [(number, shlex.split(line.split("|")[0])) for number, line in enumerate(f, 1)
+                    if line.strip() and not line.lstrip().startswith("#")]
+    except OSError as e:
+        raise ConvgenError(f"--lines: cannot read '{path}': {e.strerror}") from None
+
+
 def parse_tune(argv: list[str]) -> dict:
     """{"configs": [RunConfig, ...], "db": path, "max_configs", "top", "jobs", "allow_cpu",
     "retime_before", "retime_under"}."""
@@ -135,12 +146,7 @@ def parse_tune(argv: list[str]) -> dict:
     v = scan(mine, TUNE_FLAGS)
     flag_sets = []
     if "lines" in v:
-        try:
-            with open(v["lines"]) as f:
-                flag_sets += [shlex.split(line.split("|")[0]) for line in f
-                              if line.strip() and not line.lstrip().startswith("#")]
-        except OSError as e:
-            raise ConvgenError(f"--lines: cannot read '{v['lines']}': {e.strerror}") from None
+        flag_sets += [words for _, words in flag_lines(v["lines"])]
     if "layers" in v:
         directions = v.get("directions", tuple(DIRECTION_OPERATION.values()))
         if v["layers"] == "selector":

@@ -8,9 +8,9 @@ from __future__ import annotations
 from convgen.backend import Backend
 from convgen.directions import blocks_span_taps
 from convgen.kernels import s2d
-from convgen.kernels.config import (FIELD_VALUES, MAX_CHAIN, MAX_SPLIT, KernelConfig, choose,
-                                    amd_options, lds_bytes, min_block_k, narrow, next_pow2, swap_ab_refused, tma_refused,
-                                    tma_split)
+from convgen.kernels.config import (FIELD_VALUES, MAX_CHAIN, MAX_SPLIT, KernelConfig, amd_options,
+                                    choose, lds_bytes, min_block_k, narrow, next_pow2,
+                                    swap_ab_refused, tma_refused, tma_split)
 from convgen.kernels.geometry import (MAX_SHARED, channel_block, persistent_fits, phased_shared,
                                       streamk_fits, views_per_phase)
 from convgen.problem import ConvProblem
@@ -58,6 +58,8 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
         if values not in seen:
             seen.add(values)
             out.append(cfg)
+    # AMD: the compile options vary at one split, the one nearest the rule's
+    varied_split = min(SPACE_SPLIT, key=lambda v: abs(v - base.split))
     for bm, bn in SPACE_MN:
         if bm > m_cap or bn > n_cap:
             continue
@@ -73,9 +75,7 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                                 tma=None, s2d=None, persistent=None, streamk=None,
                                 tail=None)
                     if backend.is_hip:
-                        # the compile options vary at one split (the one nearest the rule's)
-                        vary = split == min(SPACE_SPLIT, key=lambda v: abs(v - base.split))
-                        for amd in _amd_space(cfg, problem, backend, vary):
+                        for amd in _amd_space(cfg, problem, backend, split == varied_split):
                             add(amd)
                     else:
                         add(cfg)

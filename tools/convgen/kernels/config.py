@@ -489,9 +489,8 @@ def chain_fields(cfg: KernelConfig) -> tuple:
 
 
 def _split(problem: ConvProblem, bm: int, bn: int, programs: int = SPLIT_PROGRAMS) -> int:
-    """bwd_weight: enough parts for about `programs` programs,
-    with each part at least a few tiles deep, and no part longer than MAX_CHAIN products
-    (at most 64 parts)."""
+    """bwd_weight: enough parts for about `programs` programs, with each part at least a few
+    tiles deep, and no part longer than MAX_CHAIN products (at most 64 parts)."""
     if not problem.direction.splits_reduction:
         return 1
     m, _, r = problem.gemm
