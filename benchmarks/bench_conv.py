@@ -2,12 +2,15 @@
 
 Usage:
 
-    python benchmarks/bench_conv.py [--layers issue|resnet50|all] [--types f16,bf16]
+    python benchmarks/bench_conv.py [--layers issue|resnet50|untuned|depthwise|all] [--types f16,bf16]
         [--directions fwd,bwd_data,bwd_weight] [--batch 256] [--path dot|fma] [--quick]
         [--tuning-db [PATH]] [--selector MODEL|none] [--timing graph|launch] [--json out.json]
 
 One row per direction x type x layer, NHWC input and output, KYXC filter, inputs drawn
-with seed 1. Ours: the kernel and config convgen selects (picks.select): with
+with seed 1. `untuned` is 25 layers of five networks outside the layer catalogue, never
+tuned on (convtune.models.UNTUNED), `depthwise` MobileNetV2's and ConvNeXt-T's depthwise
+layers (DEPTHWISE_BENCH); each of their layers has its own batch, which `--batch` does not
+change. Ours: the kernel and config convgen selects (picks.select): with
 `--tuning-db [PATH]`, that database's (no PATH: the local store of tuning/data) best for
 the problem when it has one; else the
 selector model's pick (the shipped tuning/models/ARCH.json, or `--selector MODEL`); else,
@@ -22,7 +25,10 @@ microseconds is not small and made split-K rows up to 1.6x slow from one run to 
 next), or with `--timing launch` each call's launches as Python issues them, which is
 what an eager caller sees; each row's `timing` says how each side was timed).
 ratio = vendor ms / our ms:
-above 1, ours is faster. `--quick` keeps the first three layers and the first type.
+above 1, ours is faster. Each row also gives each side's share of the GPU's memory
+bandwidth (gpus.DEVICES): the bytes a convolution must move, its three tensors each read or
+written once, over its time and the peak; the measure for memory-bound layers (depthwise).
+`--quick` keeps the first three layers and the first type.
 Prints a table and the geomeans; `--json` writes them with every row. Needs a GPU: without
 one it says so on one line and exits 2. docs/conv-benchmark.md: the method and the last
 measurement.
@@ -105,8 +111,12 @@ CONV_BENCH_LAYERS, RESNET50 = _MODELS.CONV_BENCH_LAYERS, _MODELS.RESNET50
 from convgen.problem import make_problem  # noqa: E402
 
 NHWC = {"filter": "kyxc", "input": "nhwc", "output": "nhwk"}
-LAYER_SETS = {"issue": CONV_BENCH_LAYERS, "resnet50": RESNET50,
-              "all": list(dict.fromkeys(CONV_BENCH_LAYERS + RESNET50))}
+# name -> [(layer, batch)]: None takes --batch
+LAYER_SETS = {"issue": [(layer, None) for layer in CONV_BENCH_LAYERS],
+              "resnet50": [(layer, None) for layer in RESNET50],
+              "all": [(layer, None) for layer in dict.fromkeys(CONV_BENCH_LAYERS + RESNET50)],
+              "untuned": [(layer, batch) for _, layer, batch in _MODELS.UNTUNED],
+              "depthwise": [(layer, batch) for _, layer, batch in _MODELS.DEPTHWISE_BENCH]}
 # Types aten convolves on a GPU in the type itself (no int8 or fp8 convolution there)
 VENDOR_TYPES = ("f16", "bf16", "f32")
 
@@ -133,9 +143,30 @@ def peak_tflops(device_name: str, dtype: str) -> float | None:
 
 
 def layer_label(layer) -> str:
-    """The issue's spelling: 3x3 64->64 56x56, 1x1 s2 256->128 56x56."""
-    c, k, hw, f, s, _pad, g = layer
-    return f"{f}x{f}{f' s{s}' if s > 1 else ''}{f' g{g}' if g > 1 else ''} {c}->{k} {hw}x{hw}"
+    """The issue's spelling: 3x3 64->64 56x56, 1x1 s2 256->128 56x56; a depthwise layer
+    (groups = channels) dw."""
+    c, k, hw, f, s, _pad, g = layer[:7]
+    groups = " dw" if g > 1 and g == c else f" g{g}" if g > 1 else ""
+    return f"{f}x{f}{f' s{s}' if s > 1 else ''}{groups} {c}->{k} {hw}x{hw}"
+
+
+def peak_bandwidth_gbs(device_name: str) -> float | None:
+    """The device's peak memory bandwidth, GB/s (gpus.DEVICES), None where unknown."""
+    try:
+        from convgen import gpus
+    except ImportError:   # older trees (--tools)
+        return None
+    known = gpus.device(device_name)
+    return known.bandwidth_gbs if known else None
+
+
+def tensor_bytes(p) -> int:
+    """Bytes of the three tensors of a problem: what a convolution must at least move."""
+    per = p.dtype.bits // 8
+    x = p.n * p.g * p.c * p.hi * p.wi
+    w = p.g * p.k * p.c * p.y * p.x
+    y = p.n * p.g * p.k * p.ho * p.wo
+    return (x + w + y) * per
 
 
 def nchw(t, shape):
@@ -220,7 +251,7 @@ def our_config(p, be, use_dot: bool, db: str | None, selector: str | None = ""):
 
 def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None,
               selector: str | None = "", graph: bool = False) -> dict:
-    c, k, hw, f, s, pad, g = layer
+    c, k, hw, f, s, pad, g = layer[:7]
     p = make_problem(direction=direction, dtype=elem_type(dtype), n=batch, g=g, c_total=c,
                      k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), pad=(pad,) * 4, layouts=NHWC)
     t = make_inputs(p, DataSpec(seed=1), be.torch_device)
@@ -253,9 +284,14 @@ def bench_one(layer, direction, dtype, batch, use_dot, be, device_name, db=None,
     diff = (out.reshape(theirs.shape).float() - theirs).abs().max() / theirs.abs().max()
     peak = peak_tflops(device_name, dtype)
     our_tflops = p.flops / our_ms / 1e9
+    bw = peak_bandwidth_gbs(device_name)
+    moved = tensor_bytes(p)
     return {**row, "our_ms": our_ms, "vendor_ms": vendor_ms, "ratio": vendor_ms / our_ms,
             "our_tflops": our_tflops, "vendor_tflops": p.flops / vendor_ms / 1e9,
             "our_pct_peak": None if peak is None else 100 * our_tflops / peak,
+            "bytes": moved,
+            "our_pct_bandwidth": None if bw is None else 100 * moved / (our_ms * 1e6 * bw),
+            "vendor_pct_bandwidth": None if bw is None else 100 * moved / (vendor_ms * 1e6 * bw),
             "max_rel_diff": diff.item(), "timing": timing}
 
 
@@ -287,18 +323,21 @@ def print_report(head: dict, rows, summary) -> None:
     print(f"command: {head['command']}")
     print("ratio = vendor ms / our ms (above 1: ours is faster); config from the tuning database (*), "
           "the selector model (m), else the rule")
-    print(f"{'layer':24} {'dir':10} {'type':5} {'our ms':>8} {'vend ms':>8} {'ratio':>6} "
-          f"{'our TF':>7} {'vend TF':>7} {'%peak':>6} {'diff':>7}  config")
+    print(f"{'layer':26} {'dir':10} {'type':5} {'batch':>5} {'our ms':>8} {'vend ms':>8} "
+          f"{'ratio':>6} {'our TF':>7} {'vend TF':>7} {'%peak':>6} {'%bw':>5} {'v%bw':>5} "
+          f"{'diff':>7}  config")
     for r in rows:
-        lead = f"{r['layer']:24} {r['direction']:10} {r['dtype']:5}"
+        lead = f"{r['layer']:26} {r['direction']:10} {r['dtype']:5} {r['batch']:5}"
         if "error" in r:
             print(f"{lead} error: {r['error']}  config {r['config']}")
             continue
         pct = "-" if r["our_pct_peak"] is None else f"{r['our_pct_peak']:.1f}"
         source = r.get("config_source", "")
         tuned = "*" if source.startswith("tuned") else "m" if source.startswith(MODEL_SOURCE) else " "
+        bw = ["-" if r.get(key) is None else f"{r[key]:.0f}"
+              for key in ("our_pct_bandwidth", "vendor_pct_bandwidth")]
         print(f"{lead} {r['our_ms']:8.3f} {r['vendor_ms']:8.3f} {r['ratio']:6.2f} "
-              f"{r['our_tflops']:7.1f} {r['vendor_tflops']:7.1f} {pct:>6} "
+              f"{r['our_tflops']:7.1f} {r['vendor_tflops']:7.1f} {pct:>6} {bw[0]:>5} {bw[1]:>5} "
               f"{r['max_rel_diff']:7.1e} {tuned}{r['config']}")
     for d, g in summary["geomean"].items():
         per_type = ", ".join(f"{dt} {v:.2f}x" for dt, v in summary["geomean_by_type"][d].items())
@@ -357,8 +396,9 @@ def main():
     rows = []
     for d in directions:
         for dt in types:
-            for layer in layers:
-                rows.append(bench_one(layer, d, dt, args.batch, args.path == "dot", be, device_name,
+            for layer, batch in layers:
+                rows.append(bench_one(layer, d, dt, batch or args.batch, args.path == "dot", be,
+                                      device_name,
                                       args.tuning_db,
                                       None if args.selector == "none" else args.selector,
                                       args.timing == "graph"))

@@ -87,7 +87,7 @@ def test_summary_geomeans_lowest_and_errors():
 def test_layer_sets_and_names():
     assert len(bench.LAYER_SETS["issue"]) == 7
     assert len(bench.LAYER_SETS["all"]) == len(set(bench.LAYER_SETS["issue"] + bench.LAYER_SETS["resnet50"]))
-    assert [bench.layer_label(layer) for layer in bench.LAYER_SETS["issue"]] == [
+    assert [bench.layer_label(layer) for layer, _ in bench.LAYER_SETS["issue"]] == [
         "1x1 64->64 56x56", "3x3 64->64 56x56", "1x1 s2 256->128 56x56", "3x3 128->128 28x28",
         "3x3 256->256 14x14", "7x7 s2 3->64 224x224", "1x1 s2 1024->2048 14x14"]
 
@@ -138,3 +138,47 @@ def test_graph_timing_captures_both_sides_and_still_checks_the_result(direction)
     assert row["timing"] == {"ours": "cuda graph", "vendor": "cuda graph"}, row["timing"]
     assert row["our_ms"] > 0 and row["vendor_ms"] > 0
     assert row["max_rel_diff"] < 1e-2, row
+
+
+def _listed_shapes() -> set:
+    """(c, k, hw, f, stride, pad, g) of every problem of the tuning lists (tuning/*.lines)."""
+    import re
+    shapes = set()
+    for path in (Path(__file__).resolve().parents[1] / "tuning").glob("*.lines"):
+        for line in path.read_text().splitlines():
+            f = dict(re.findall(r"-(\w+)=(\S+)", line))
+            if "in_channels" in f:
+                shapes.add(tuple(int(f.get(name, default)) for name, default in (
+                    ("in_channels", 0), ("out_channels", 0), ("in_h", 0), ("fil_h", 0),
+                    ("conv_stride_h", 1), ("padding_h", 0), ("groupsize", 1))))
+    return shapes
+
+
+def test_the_untuned_set_is_outside_the_catalogue_and_the_tuning_lists():
+    models = bench._MODELS
+    catalogue = {tuple(layer[:7]) for layers in models.NETWORKS.values() for layer in layers}
+    listed = _listed_shapes()
+    assert listed, "no tuning list read"
+    networks = {net for net, _, _ in models.UNTUNED}
+    assert len(models.UNTUNED) >= 20 and len(networks) >= 4
+    assert not networks & set(models.NETWORKS)
+    for net, layer, batch in models.UNTUNED:
+        assert tuple(layer) not in catalogue, (net, layer)
+        assert tuple(layer) not in listed, (net, layer)
+    batches = {batch for _, _, batch in models.UNTUNED}
+    assert min(batches) == 1 and max(batches) == 256
+    assert any(layer[6] > 1 and layer[6] == layer[0] for _, layer, _ in models.UNTUNED)
+    # every layer is a problem convgen accepts, at its own batch
+    for _, (c, k, hw, f, s, pad, g), batch in models.UNTUNED + models.DEPTHWISE_BENCH:
+        make_problem(direction="fwd", dtype=elem_type("f16"), n=batch, g=g, c_total=c,
+                     k_total=k, hi=hw, wi=hw, y=f, x=f, stride=(s, s), pad=(pad,) * 4,
+                     layouts=NHWC)
+    assert all(batch for _, batch in bench.LAYER_SETS["untuned"])
+
+
+def test_bandwidth_counts_each_tensor_once():
+    p = make_problem(direction="bwd_weight", dtype=elem_type("f16"), n=2, g=6, c_total=6,
+                     k_total=12, hi=5, wi=7, y=3, x=3, stride=(2, 2), pad=(1, 1, 1, 1))
+    # input 2*6*5*7, filter 12*1*3*3, output 2*12*3*4, two bytes each
+    assert bench.tensor_bytes(p) == 2 * (420 + 108 + 288)
+    assert bench.layer_label((144, 144, 56, 3, 2, 1, 144)) == "3x3 s2 dw 144->144 56x56"

@@ -1,4 +1,5 @@
-"""The implicit-GEMM kernel against torch's float64 conv, in the interpreter.
+"""The implicit-GEMM kernel against torch's float64 conv, in the interpreter (on groups of few
+channels too, where the rule would take the direct kernels: tests/test_direct.py).
 
 Every direction x layout family x type x path, on sizes that fill no tile
 (primes, ones), with groups, asymmetric padding, strides and dilation.
@@ -9,16 +10,16 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from oracle import torch_conv
 
 from convgen.backend import current
 from convgen.dtypes import elem_type
-from convgen.inputs import DataSpec, make_inputs
 from convgen.guards import empty_output
+from convgen.inputs import DataSpec, make_inputs
 from convgen.kernels.common import program_ids
-from convgen.kernels.config import choose
+from convgen.kernels.config import choose, direct_fits
 from convgen.kernels.launch import run_conv
 from convgen.problem import make_problem
-from oracle import torch_conv
 
 LAYOUTS = {
     "nchw": {"filter": "kcyx", "input": "nchw", "output": "nkhw"},
@@ -31,6 +32,9 @@ def _run(p, use_dot, perf=None, seed=1):
     why = current().type_unsupported(p.dtype)
     if why:   # e.g. AMD's fnuz fp8 on an NVIDIA GPU
         pytest.skip(why)
+    if direct_fits(p) and not (perf or {}).get("direct"):
+        # the GEMM kernels on groups the direct kernels would take (tests/test_direct.py)
+        perf = {**(perf or {}), "direct": 0}
     dev = current().torch_device
     tensors = make_inputs(p, DataSpec(seed=seed), dev)
     out = empty_output(p, dev)

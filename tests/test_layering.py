@@ -21,7 +21,7 @@ LAYERS = (
                                              "convgen.tolerance", "convgen.options",
                                              "convgen.report", "convgen.guards")),
     ("kernels", ("convgen.kernels.geometry", "convgen.kernels.spec", "convgen.kernels.s2d",
-                 "convgen.kernels.config", "convgen.kernels.conv_fwd",
+                 "convgen.kernels.direct", "convgen.kernels.config", "convgen.kernels.conv_fwd",
                  "convgen.kernels.conv_bwd_data", "convgen.kernels.conv_bwd_weight",
                  "convgen.kernels.tma", "convgen.kernels.verify_stats")),
     ("data, launch, references, verdict", ("convgen.inputs", "convgen.depth",

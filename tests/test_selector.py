@@ -1207,7 +1207,7 @@ def test_no_candidate_sums_a_longer_chain_than_the_rule_allows():
 
 
 @pytest.mark.parametrize("direction, c, k, g, hw, f, stride", [
-    ("bwd_weight", 144, 144, 144, 56, 3, 1),     # depthwise: the pointer kernels' splits
+    ("bwd_weight", 144, 144, 144, 56, 3, 1),     # depthwise: the direct and pointer kernels' splits
     ("bwd_weight", 256, 256, 1, 14, 3, 1),       # descriptor kernels, stream-K
     ("bwd_weight", 3, 64, 1, 224, 7, 2),         # a stem: s2d folds
     ("fwd", 3, 64, 1, 224, 7, 2),
@@ -1231,7 +1231,7 @@ def test_configs_equal_in_chain_fields_sum_equal_chains(direction, c, k, g, hw, 
     for a in space:
         for b in space[::7]:
             mixed = dataclasses.replace(b, s2d=a.s2d, tma=a.tma, streamk=a.streamk,
-                                        block_k=a.block_k, split=a.split)
+                                        block_k=a.block_k, split=a.split, direct=a.direct)
             assert kconfig.chain_fields(mixed) == kconfig.chain_fields(a)
             assert kconfig.longest_chain(p, mixed) == kconfig.longest_chain(p, a), (a, b)
     one_by_one = [i for i, cfg in enumerate(space) if dataset.short_chain(p, cfg)]

@@ -153,6 +153,12 @@ def _check_memory(config: RunConfig, cfg, be) -> None:
 
 
 def _interpreter_estimate(p, cfg, use_dot: bool) -> float:
+    if cfg.direct:
+        # one step per tap and per-group channel of each tile (bwd_weight: of each row's
+        # blocks of pixels, over all rows)
+        taps = p.y * p.x * max(p.c, p.k)
+        tiles = -(-p.n * p.ho * p.wo // cfg.block_m) * -(-p.g * max(p.c, p.k) // cfg.block_n)
+        return tiles * taps * INTERPRETER_STEP_S
     m, n, r = p.gemm
     programs = -(-m // cfg.block_m) * -(-n // cfg.block_n) * p.g
     steps = -(-r // cfg.block_k) if use_dot else r
@@ -296,7 +302,8 @@ def _pick(config: RunConfig, be, say) -> tuple:
                                config.kernel.perf_form)
     _check_memory(config, cfg, be)
     say(f"convgen: {p.describe()}")
-    say(f"convgen: {'matrix-core' if use_dot else 'FMA'} path on {be.kind} ({be.arch}), "
+    path = "direct (FMA)" if cfg.direct else "matrix-core" if use_dot else "FMA"
+    say(f"convgen: {path} path on {be.kind} ({be.arch}), "
         f"config {cfg.describe()} ({source}), data {config.data.describe()}")
     est = _interpreter_estimate(p, cfg, use_dot) if be.interpreter else 0.0
     if est > INTERPRETER_NOTE_S:
@@ -310,7 +317,9 @@ def _judge(config: RunConfig, be, cfg, out, ref, guard, say):
     path and device have (the bias check off where a lean is expected), then rocMLIR's
     comparator where the run asked for it."""
     from convgen import verify   # torch
-    p, use_dot = config.problem, config.kernel.use_matrix_cores
+    p = config.problem
+    # the direct kernels sum on FMA units whichever path the run asked for
+    use_dot = config.kernel.use_matrix_cores and not cfg.direct
     accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,
                                    be.dot_u_acc(p.dtype, cfg.max_num_imprecise_acc), be.dot_truncates)
     unchecked = (be.bias_unchecked(p.dtype, use_dot, config.kernel.input_precision,

@@ -51,7 +51,7 @@ OPERATIONS = {"conv2d": FWD, "conv": FWD,
 # -perf_config's fields (key=value; rocMLIR's strings map onto them: perf_text.py)
 PERF_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split", "group_m",
                "waves_per_eu", "matrix_instr_nonkdim", "kpack", "max_num_imprecise_acc", "tma",
-               "s2d", "persistent", "streamk", "tail", "swap_ab")
+               "s2d", "persistent", "streamk", "tail", "swap_ab", "direct")
 
 
 def _threshold(text: str) -> tolerance.Limit:

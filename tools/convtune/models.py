@@ -469,3 +469,52 @@ def neighbour_batches_set(weak, have: set[tuple]) -> list[tuple]:
                 seen.add((layer, b, direction))
                 out.append((net_of[layer], layer, direction, b))
     return out
+
+
+# --- benchmark sets outside the catalogue -------------------------------------------------
+#
+# Layers of networks the tables above do not hold and no tuning run has measured: the conv
+# benchmark's `--layers untuned` (benchmarks/bench_conv.py) times the selection a user of
+# such a network gets, the tuned database's entries and the selector's training having
+# never seen them. They are not in NETWORKS, and tests/test_bench_conv.py checks that none
+# of their shapes is in NETWORKS or in a tuning list (tuning/*.lines). Each entry: (network,
+# layer, batch), the batch one that network is run at.
+#
+# MobileNetV1 (Howard et al. 2017) at a training batch of 256: depthwise 3x3s (stride 1 and
+# 2) from 112x112 to 7x7 and the pointwise 1x1s between them. MnasNet-1.0 (torchvision
+# mnasnet1_0) at batch 1, as a phone runs it: depthwise 3x3 and a strided 5x5. Xception
+# (Chollet 2017, 299x299 input) at batch 32: the unpadded entry-flow 3x3 on 149x149,
+# depthwise 3x3s on 147x147 and 74x74, the strided 1x1 shortcut, and the 728-channel
+# middle flow.
+# Stable Diffusion 1.5's UNet on a 64x64 latent at batch 4: conv_in's 4 channels, the 3x3s
+# of each resolution and a decoder 3x3 after a concatenation (2560 -> 1280). YOLOv5s (v6,
+# 640x640) at batch 16: the 6x6 stride-2 stem, strided 3x3s and a 1x1.
+UNTUNED = (
+    [("mobilenet_v1", layer, 256) for layer in (
+        (32, 64, 112, 1, 1, 0, 1), (64, 64, 112, 3, 2, 1, 64), (128, 128, 56, 3, 1, 1, 128),
+        (128, 256, 28, 1, 1, 0, 1), (512, 512, 14, 3, 1, 1, 512),
+        (1024, 1024, 7, 3, 1, 1, 1024))]
+    + [("mnasnet1_0", layer, 1) for layer in (
+        (16, 48, 112, 1, 1, 0, 1), (48, 48, 112, 3, 2, 1, 48), (72, 72, 56, 3, 1, 1, 72),
+        (576, 576, 14, 5, 2, 2, 576))]
+    + [("xception", layer, 32) for layer in (
+        (32, 64, 149, 3, 1, 0, 1), (64, 64, 147, 3, 1, 1, 64), (64, 128, 147, 1, 2, 0, 1),
+        (256, 256, 74, 3, 1, 1, 256), (728, 728, 19, 3, 1, 1, 728), (728, 728, 19, 1, 1, 0, 1))]
+    + [("sd15_unet", layer, 4) for layer in (
+        (4, 320, 64, 3, 1, 1, 1), (320, 320, 64, 3, 1, 1, 1), (640, 640, 32, 3, 1, 1, 1),
+        (1280, 1280, 16, 3, 1, 1, 1), (2560, 1280, 8, 3, 1, 1, 1))]
+    + [("yolov5s", layer, 16) for layer in (
+        (3, 32, 640, 6, 2, 2, 1), (32, 64, 320, 3, 2, 1, 1), (64, 32, 160, 1, 1, 0, 1),
+        (256, 512, 40, 3, 2, 1, 1))]
+)
+
+
+# The depthwise benchmark (bench_conv.py --layers depthwise): MobileNetV2's 3x3s at batch 64
+# (stride 1 and 2, 112x112 to 14x14) and ConvNeXt-T's 7x7s at batch 32.
+DEPTHWISE_BENCH = (
+    [("mobilenet_v2", layer, 64) for layer in (
+        (32, 32, 112, 3, 1, 1, 32), (144, 144, 56, 3, 1, 1, 144), (144, 144, 56, 3, 2, 1, 144),
+        (384, 384, 14, 3, 1, 1, 384))]
+    + [("convnext_t", layer, 32) for layer in (
+        (96, 96, 56, 7, 1, 3, 96), (384, 384, 14, 7, 1, 3, 384))]
+)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from convgen.kernels.config import KernelConfig, choose, from_text
+from convgen.kernels.config import KernelConfig, choose, direct_fits, from_text
 from convgen.picks import MODEL_SOURCE
 from convtune import keys, selector, store, tuning_db
 
@@ -17,7 +17,10 @@ def pick(problem, backend, db_path: str | None,
     best = None
     if path:
         with tuning_db.TuningDB(path, readonly=True) as db:
-            best = db.best_near(keys.key_for(problem, backend))
+            # a small-group problem's entries under an older kernel source were searched
+            # without the direct kernels (kernels/direct.py): not the fastest any more
+            best = db.best_near(keys.key_for(problem, backend),
+                                same_kernels=not direct_fits(problem))
     check(None, selector_path)   # even where a tuned entry wins: a wrong path is an error
     where = store.describe(path) if path else None
     if best is not None:

@@ -308,6 +308,9 @@ def choose(problem, backend, given: str | None = ""):
     if kept:
         return None, (f"{os.path.basename(path)} keeps the rule for {', '.join(sorted(kept))} "
                       "problems (it beat or tied the model in cross-validation)"), None
+    if kconfig.direct_fits(problem):
+        return None, (f"groups of at most {kconfig.MAX_GROUP_CHANNELS} channels take the direct "
+                      f"kernels' rule ({os.path.basename(path)} has no feature for them)"), None
     import numpy as np
     space = tuning_space.configs(problem, backend)
     x = np.asarray(feature_rows(problem, space, device_of(backend)),
@@ -363,7 +366,11 @@ def ranked(problem, backend, given: str | None = "") -> tuple[list, str]:
     x = np.asarray(feature_rows(problem, space, device_of(backend)),
                    dtype=np.float64)
     order = [space[i] for i in model.order_rows(problem.direction.name, x) if i in allowed]
-    if model.rule_kept_for(problem):
+    if kconfig.direct_fits(problem):
+        # the model knows no direct config: those first, in the space's order (the rule's first)
+        first = [space[i] for i in sorted(valid) if space[i].direct]
+        order = first + [c for c in order if not c.direct]
+    elif model.rule_kept_for(problem):
         rule = kconfig.choose(problem, backend, True)
         order = [rule] + [c for c in order if c != rule]
     return order, path

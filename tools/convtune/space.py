@@ -2,17 +2,19 @@
 for a problem on a backend. Tiles, reduction step, pipeline depth and bwd_weight's split
 vary; warps follow the tile (8 from 128x128 up), as in the default rule; a tile much larger
 than the problem's GEMM is left out. The descriptor kernels' forms (persistent, stream-K,
-tail, swap_ab) and folded problems (s2d) join where the problem and device take them."""
+tail, swap_ab) and folded problems (s2d) join where the problem and device take them; the
+direct kernels' tiles (kernels/direct.py) go first for groups of few channels."""
 from __future__ import annotations
 
 from convgen.backend import Backend
 from convgen.directions import blocks_span_taps
 from convgen.kernels import s2d
-from convgen.kernels.config import (FIELD_VALUES, MAX_CHAIN, MAX_SPLIT, KernelConfig, amd_options,
-                                    choose, lds_bytes, min_block_k, narrow, next_pow2,
-                                    swap_ab_refused, tma_refused, tma_split)
-from convgen.kernels.geometry import (MAX_SHARED, channel_block, persistent_fits, phased_shared,
-                                      streamk_fits, views_per_phase)
+from convgen.kernels.config import (FIELD_VALUES, MAX_CHAIN, MAX_DIRECT_TILE, MAX_SPLIT,
+                                    KernelConfig, amd_options, choose, default_config, direct_taps,
+                                    lds_bytes, min_block_k, narrow, next_pow2, swap_ab_refused,
+                                    tma_refused, tma_split)
+from convgen.kernels.geometry import (MAX_SHARED, channel_block, direct_channels, direct_pixels,
+                                      persistent_fits, phased_shared, streamk_fits, views_per_phase)
 from convgen.problem import ConvProblem
 
 # The tuning space (convgen tune): tiles, reduction step, pipeline depth, and bwd_weight's
@@ -28,6 +30,13 @@ SPACE_STAGES = {"cuda": (3, 4), "hip": (2, 3), "interpreter": (1,)}
 
 
 SPACE_SPLIT = (1, 4, 16, 64)
+
+
+# The direct kernels' tiles: pixels of a row by channels, and for fwd and bwd_data 1 or 4
+# rows a program; warps follow the tile (a thread sums 16 outputs; bwd_weight 64 partial
+# sums), and half as many; bwd_weight's parts the rule's, a quarter and four times as many
+DIRECT_SIDES = (8, 16, 32, 64, 128)
+DIRECT_ROWS = (1, 4)
 
 
 def _vary(base: KernelConfig, **changes) -> KernelConfig:
@@ -50,6 +59,12 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     base = choose(problem, backend, True)
     out = [base]
     seen = {FIELD_VALUES(base)}
+    direct = []
+    if base.direct:
+        direct = _direct_space(problem, base)
+        # the GEMM kernels' variations start from their own rule
+        base = _vary(default_config(problem, backend, True, gemm=True),
+                     max_num_imprecise_acc=base.max_num_imprecise_acc)
 
     def add(cfg: KernelConfig) -> None:
         # by the fields' values, hashed once (the dataclass's own hash is the Python-level
@@ -73,7 +88,7 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
                     cfg = _vary(base, block_m=bm, block_n=bn, block_k=bk, num_stages=stages,
                                 num_warps=8 if bm * bn >= 128 * 128 else 4, split=split,
                                 tma=None, s2d=None, persistent=None, streamk=None,
-                                tail=None)
+                                tail=None, direct=None)
                     if backend.is_hip:
                         for amd in _amd_space(cfg, problem, backend, split == varied_split):
                             add(amd)
@@ -84,6 +99,39 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
             add(cfg)
     for cfg in _s2d_space(problem, backend):
         add(cfg)
+    if direct:
+        # the direct tiles first, after the rule's: where they apply they are the ones to beat
+        gemm = out[1:]
+        out, seen = out[:1], {FIELD_VALUES(out[0])}
+        for cfg in direct + gemm:
+            add(cfg)
+    return out
+
+
+def _direct_space(problem: ConvProblem, base: KernelConfig) -> list[KernelConfig]:
+    """The direct kernels' tiles for a problem they take (DIRECT_SIDES), none much wider
+    than a row or the channels."""
+    _, width, _ = direct_pixels(problem)
+    m_cap, n_cap = max(8, next_pow2(width)), max(16, next_pow2(direct_channels(problem)))
+    taps = direct_taps(problem)
+    splits, rows = (1,), DIRECT_ROWS
+    if problem.direction.splits_reduction:
+        parts = problem.n * problem.ho
+        splits = tuple(dict.fromkeys(max(1, min(MAX_SPLIT, parts, v))
+                                     for v in (base.split, base.split // 4, base.split * 4)))
+        rows = (1,)
+    out = []
+    for bm in (1, 2, 4) + DIRECT_SIDES if taps > 1 else DIRECT_SIDES:
+        for bn in DIRECT_SIDES[1:]:
+            size = bm * bn * taps
+            if bm > m_cap or bn > n_cap or size > MAX_DIRECT_TILE or size < 256:
+                continue
+            warps = max(1, min(8, size // (512 if taps == 1 else 2048)))
+            for w in dict.fromkeys((warps, max(1, warps // 2))):
+                for r in rows:
+                    for split in splits:
+                        out.append(_vary(base, block_m=bm, block_n=bn, block_k=r,
+                                         num_warps=w, split=split))
     return out
 
 

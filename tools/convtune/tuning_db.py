@@ -645,15 +645,17 @@ class TuningDB:
                                f"WHERE {_KEY_MATCH}", key).fetchone()
         return Best(*row, triton=key["triton"]) if row else None
 
-    def best_near(self, key: dict) -> Best | None:
+    def best_near(self, key: dict, same_kernels: bool = True) -> Best | None:
         """The best of this key; where this Triton version has none, the best that the
         nearest version measured for the same device, kernel source and problem (a Triton
         upgrade keeps the picks; `triton` says which version measured it); where the kernel
-        source has none, that of the same kernels under an older digest (tuning_text.SAME_KERNELS)."""
+        source has none, that of the same kernels under an older digest (tuning_text.SAME_KERNELS),
+        unless `same_kernels` is False."""
         exact = self.best(key)
         if exact is not None:
             return exact
-        same = tuning_text.same_kernels(tuning_text.data_dir()).get(key["kernel"], ())
+        same = (tuning_text.same_kernels(tuning_text.data_dir()).get(key["kernel"], ())
+                if same_kernels else ())
         for kernel in (key["kernel"], *same):
             others = {**{c: key[c] for c in KEY_COLUMNS if c != "triton"}, "kernel": kernel}
             rows = self.con.execute(

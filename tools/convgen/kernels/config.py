@@ -47,6 +47,14 @@ A configuration's fields:
                                 instruction elsewhere). On sm90 any positive value tests
                                 that fast accumulation and the auto thresholds allow for
                                 it (backend.dot_u_acc). Other devices ignore it.
+    direct                      1: the direct kernels (kernels/direct.py) for groups of at
+                                most MAX_GROUP_CHANNELS input and output channels (depthwise
+                                convolution): FMA sums, no GEMM. block_m is then the pixels of
+                                one image row a tile covers, block_n the channels (counted
+                                across groups), block_k the rows one program walks (fwd,
+                                bwd_data), split bwd_weight's parts of the image rows;
+                                group_m has no use. The default wherever a grouped problem
+                                fits (direct_fits)
 
 Block sizes are powers of two (>= 16 on the matrix-core path, whose block_k the FMA
 path ignores: it steps one reduction element at a time). The CLI turns `-perf_config`
@@ -62,9 +70,9 @@ from convgen.backend import Backend
 from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
 from convgen.kernels import s2d
-from convgen.kernels.geometry import (bwd_weight_parts, cdiv, channel_block, persistent_fits,
-                                      phase_fwd, pixel_boxes, split_parts, streamk_fits,
-                                      tma_unsupported)
+from convgen.kernels.geometry import (bwd_weight_parts, cdiv, channel_block, direct_channels,
+                                      direct_parts, direct_pixels, persistent_fits, phase_fwd,
+                                      pixel_boxes, split_parts, streamk_fits, tma_unsupported)
 from convgen.problem import ConvProblem
 
 
@@ -87,6 +95,7 @@ class KernelConfig:
     streamk: int | None = None
     tail: int | None = None
     swap_ab: int | None = None
+    direct: int | None = None
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -151,6 +160,11 @@ _FORMS = {"persistent": ((1, 2), ""), "streamk": ((1, 2), " (programs per SM)"),
 
 def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot: bool) -> None:
     """Raise ConvgenError (field "perf_config") naming the first field out of range."""
+    if cfg.direct not in (None, 0, 1):
+        raise _bad(f"direct={cfg.direct} must be 0 or 1")
+    if cfg.direct:
+        _validate_direct(cfg, problem, backend)
+        return
     if cfg.s2d:
         _validate_s2d(cfg, problem, backend, use_dot)
         return
@@ -242,6 +256,107 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
                            "partial sums exceed the 2^31 elements a kernel can index")
 
 
+# The per-group channels (c and k) the direct kernels unroll (kernels/direct.py)
+MAX_GROUP_CHANNELS = 8
+# A direct tile's most elements: its fp32 sums stay in registers (64 a thread at 4 warps)
+MAX_DIRECT_TILE = 2**13
+# The most image rows one direct fwd or bwd_data program walks (block_k)
+MAX_DIRECT_ROWS = 64
+
+
+def direct_taps(problem: ConvProblem) -> int:
+    """The filter taps a direct tile holds at once: bwd_weight sums every tap of its pixels
+    together (a power of two >= y * x), fwd and bwd_data one at a time."""
+    return next_pow2(problem.y * problem.x) if problem.direction.splits_reduction else 1
+
+
+def direct_refused(problem: ConvProblem) -> str | None:
+    """Why the direct kernels cannot run this problem; None: they can."""
+    if max(problem.c, problem.k) > MAX_GROUP_CHANNELS:
+        return (f"groups of at most {MAX_GROUP_CHANNELS} input and output channels; this "
+                f"problem's have c={problem.c}, k={problem.k} (its GEMM kernels do those)")
+    return None
+
+
+def direct_fits(problem: ConvProblem) -> bool:
+    """A grouped problem the direct kernels take by default: depthwise convolution and
+    other groups of at most MAX_GROUP_CHANNELS channels, where a GEMM tile would be mostly
+    padding (a depthwise group is one column wide)."""
+    return problem.g > 1 and direct_refused(problem) is None
+
+
+def _validate_direct(cfg: KernelConfig, problem: ConvProblem, backend: Backend) -> None:
+    why = direct_refused(problem)
+    if why:
+        raise _bad(f"direct=1: {why}")
+    for name, top in (("block_m", MAX_BLOCK_MN), ("block_n", MAX_BLOCK_MN),
+                      ("block_k", MAX_DIRECT_ROWS), ("num_warps", backend.max_warps)):
+        v = getattr(cfg, name)
+        if not _pow2(v) or v > top:
+            raise _bad(f"{name}={v} must be a power of two from 1 to {top}"
+                       + (f" on {backend.arch}" if name == "num_warps" else ""))
+    taps = direct_taps(problem)
+    if cfg.block_m * cfg.block_n * taps > MAX_DIRECT_TILE:
+        raise _bad(f"block_m={cfg.block_m}, block_n={cfg.block_n}: a direct tile holds at "
+                   f"most {MAX_DIRECT_TILE} elements"
+                   + (f" ({taps} taps each in bwd_weight)" if taps > 1 else ""))
+    if not 1 <= cfg.num_stages <= MAX_STAGES:
+        raise _bad(f"num_stages={cfg.num_stages} must be from 1 to {MAX_STAGES}")
+    if not 1 <= cfg.split <= MAX_SPLIT:
+        raise _bad(f"split={cfg.split} must be from 1 to {MAX_SPLIT}")
+    if cfg.split > 1 and not problem.direction.splits_reduction:
+        raise _bad(f"split={cfg.split} applies to bwd_weight only")
+    for name in ("tma", "s2d", "persistent", "streamk", "tail", "swap_ab"):
+        if getattr(cfg, name):
+            raise _bad(f"{name}={getattr(cfg, name)} with direct=1: the direct kernels have "
+                       "no such form")
+    for name, choices in AMD_CHOICES.items():
+        v = getattr(cfg, name)
+        if v is not None and v not in choices:
+            raise _bad(f"{name}={v} must be one of {', '.join(map(str, choices))}")
+    if cfg.waves_per_eu is not None and not 0 <= cfg.waves_per_eu <= MAX_WAVES_PER_EU:
+        raise _bad(f"waves_per_eu={cfg.waves_per_eu} must be from 0 to {MAX_WAVES_PER_EU}")
+    if problem.direction.splits_reduction:
+        parts, _ = direct_parts(problem, cfg)
+        if parts * problem.g * problem.k * problem.c * problem.y * problem.x > MAX_WORKSPACE:
+            raise _bad(f"split={cfg.split}: the parts' partial sums exceed the 2^31 elements "
+                       "a kernel can index")
+
+
+def _direct_default(problem: ConvProblem, backend: Backend) -> KernelConfig:
+    """The direct kernels' rule, from the H100's tuning of MobileNetV2's and ConvNeXt-T's
+    depthwise layers (docs/conv-benchmark.md). fwd and bwd_data: 8 pixels of a row by up to
+    64 channels, one warp, 4 rows a program from 28 rows up (the fastest of the space on
+    56x56, within 3% on 7x7 filters), 1 below. bwd_weight: 16 channels by as many pixels as
+    keep the tile's sums (every tap's) at MAX_DIRECT_TILE, 2 warps, the image rows cut into
+    parts enough for about four programs on every unit (the fastest on every layer tuned,
+    1.5x the 32-channel, 4-warp tile's speed). In the interpreter, which pays per program:
+    whole rows of up to 128 pixels and 64 channels."""
+    height, width, _ = direct_pixels(problem)
+    taps = direct_taps(problem)
+    rows = 1
+    if backend.interpreter:
+        bn = min(64, next_pow2(direct_channels(problem)))
+        bm = max(1, min(128, next_pow2(width), MAX_DIRECT_TILE // (bn * taps)))
+        warps = 4
+    elif taps > 1:
+        bn = min(16, next_pow2(direct_channels(problem)))
+        bm = max(1, min(next_pow2(width), MAX_DIRECT_TILE // (bn * taps)))
+        warps = 2
+    else:
+        bm, bn = min(8, next_pow2(width)), min(64, next_pow2(direct_channels(problem)))
+        warps = 1
+        rows = 4 if height >= 28 else 1
+    split = 1
+    if problem.direction.splits_reduction:
+        ref = gpus.reference_device(backend.arch)
+        units = backend.units() or (ref.units if ref else 1)
+        col_blocks = cdiv(direct_channels(problem), bn)
+        split = max(1, min(MAX_SPLIT, problem.n * problem.ho // 4, cdiv(4 * units, col_blocks)))
+    return KernelConfig(block_m=bm, block_n=bn, block_k=rows, num_warps=warps, num_stages=2,
+                        split=split, direct=1)
+
+
 def lds_bytes(cfg: KernelConfig, problem: ConvProblem, backend: Backend) -> int | None:
     """LDS a pointer kernel of `cfg` takes on an AMD GPU for the problem it runs (a folded
     config's inner problem), in bytes (None elsewhere: NVIDIA's
@@ -294,8 +409,11 @@ def _validate_s2d(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use
 
 
 def default_config(problem: ConvProblem, backend: Backend, use_dot: bool,
-                   descriptors: bool = True) -> KernelConfig:
-    """The rule's config; descriptors=False keeps to the pointer kernels (no tma, no fold)."""
+                   descriptors: bool = True, gemm: bool = False) -> KernelConfig:
+    """The rule's config; descriptors=False keeps to the pointer kernels (no tma, no fold);
+    gemm=True to the GEMM kernels (no direct kernel, even where direct_fits)."""
+    if direct_fits(problem) and not gemm:
+        return _direct_default(problem, backend)
     m, _, _ = problem.gemm
     n = problem.direction.tile_n(problem)
     k = problem.direction.tile_k(problem)
@@ -467,6 +585,11 @@ def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
     reduction of the problem the kernel runs (the folded one for s2d), or for bwd_weight
     one part of it, as the kernels cut it (the descriptor kernels in whole boxes of
     block_k output pixels). It reads cfg's chain_fields alone."""
+    if cfg.direct:
+        # fwd and bwd_data: one output's taps and channels; bwd_weight: a part's pixels
+        if not problem.direction.splits_reduction:
+            return problem.gemm[2]
+        return direct_parts(problem, cfg)[1] * problem.wo
     if cfg.s2d:
         problem = s2d.inner_problem(problem, cfg.s2d)
     _, _, r = problem.gemm
@@ -485,7 +608,7 @@ def longest_chain(problem: ConvProblem, cfg: KernelConfig) -> int:
 def chain_fields(cfg: KernelConfig) -> tuple:
     """The fields of cfg that longest_chain reads: configs equal in them sum chains as long
     (a space's ~50 configs have a few such keys; the selector asks for every candidate)."""
-    return cfg.s2d, cfg.tma, cfg.streamk, cfg.block_k, cfg.split
+    return cfg.s2d, cfg.tma, cfg.streamk, cfg.block_k, cfg.split, cfg.direct
 
 
 def _split(problem: ConvProblem, bm: int, bn: int, programs: int = SPLIT_PROGRAMS) -> int:
@@ -516,6 +639,12 @@ def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
            overrides: dict | None = None) -> KernelConfig:
     """The default configuration with the fields `overrides` sets, checked."""
     cfg = default_config(problem, backend, use_dot)
+    if overrides and overrides.get("direct") and not cfg.direct and not direct_refused(problem):
+        # a direct config's fields describe a direct tile: start from the direct rule
+        cfg = _direct_default(problem, backend)
+    elif overrides and not overrides.get("direct") and cfg.direct:
+        # fields without direct=1: the GEMM kernels' rule
+        cfg = default_config(problem, backend, use_dot, gemm=True)
     if overrides and overrides.get("s2d"):
         # a folded config's other fields describe the folded problem's kernel: start there
         if s2d.unsupported(problem, overrides["s2d"]) is None:
@@ -530,11 +659,12 @@ def choose(problem: ConvProblem, backend: Backend, use_dot: bool,
             raise _bad(f"unknown field '{unknown[0]}' (fields: {', '.join(FIELDS)})")
         # fields given without tma describe a pointer-kernel tile (block_k is a reduction
         # step there, a box of pixels in the descriptor bwd_weight): only tma=1 asks for those;
-        # likewise only s2d=1 or 2 asks for a folded problem
-        cfg = replace(cfg, **{"tma": None, "s2d": None, **overrides})
+        # likewise only s2d=1 or 2 asks for a folded problem, and only direct=1 for the
+        # direct kernels (fields without it describe a GEMM tile, even of a depthwise problem)
+        cfg = replace(cfg, **{"tma": None, "s2d": None, "direct": None, **overrides})
         if cfg.streamk and "split" not in overrides:
             cfg = replace(cfg, split=1)   # stream-K shares the reduction itself
-    if not use_dot:
+    if not use_dot and not cfg.direct:
         cfg = replace(cfg, block_k=1)
     validate(cfg, problem, backend, use_dot)
     return cfg

@@ -220,6 +220,28 @@ def split_parts(p, cfg) -> tuple[int, int]:
     return cdiv(r, r_chunk), r_chunk
 
 
+def direct_channels(p) -> int:
+    """The flat channels a direct kernel's tile (kernels/direct.py)'s columns count: output channels for fwd and
+    bwd_weight, input channels for bwd_data."""
+    return p.g * (p.c if p.direction.name == "bwd_data" else p.k)
+
+
+def direct_pixels(p) -> tuple[int, int, int]:
+    """(rows, columns, images) of the pixels a direct fwd or bwd_data tile walks: the
+    output's for fwd, the input's for bwd_data; bwd_weight's parts cut the output's rows."""
+    if p.direction.name == "bwd_data":
+        return p.hi, p.wi, p.n
+    return p.ho, p.wo, p.n
+
+
+def direct_parts(p, cfg) -> tuple[int, int]:
+    """(parts, rows per part): how the direct bwd_weight kernel (kernels/direct.py) cuts the
+    output's n * ho image rows into at most cfg.split parts, none empty."""
+    rows = p.n * p.ho
+    per = cdiv(rows, max(1, min(cfg.split, rows)))
+    return cdiv(rows, per), per
+
+
 def split_workspace(p, cfg) -> int:
     """fp32 elements of the split-K workspace (0 when the GEMM writes the output itself)."""
     split, _ = split_parts(p, cfg)

@@ -1,10 +1,11 @@
 """Launch the conv kernel of a problem: pick the kernel variant a config asks for, build its
 LaunchSpec (kernel, grid, arguments, workspace, launches before and after), and make the call.
 
-A config runs one of three variants (`variant`): the pointer kernel of the problem's
+A config runs one of four variants (`variant`): the pointer kernel of the problem's
 direction (the module its row in directions.py names: conv_fwd.py, conv_bwd_data.py,
-conv_bwd_weight.py), the descriptor kernels of tma.py, or a strided problem folded into a
-stride-1 one (s2d.py), whose inner problem takes either of the others. Each builds its
+conv_bwd_weight.py), the descriptor kernels of tma.py, a strided problem folded into a
+stride-1 one (s2d.py), whose inner problem takes either of the others, or the direct
+kernels of direct.py (groups of few channels, no GEMM). Each builds its
 LaunchSpec from the shared helpers of spec.py. Also here: the digest of the source a
 direction's kernels are built from, which the tuning data is keyed on.
 """
@@ -18,7 +19,7 @@ from typing import Callable
 
 from convgen import depth
 from convgen.backend import Backend
-from convgen.kernels import common, geometry, s2d, spec, tma
+from convgen.kernels import common, direct, geometry, s2d, spec, tma
 from convgen.kernels.config import KernelConfig
 from convgen.kernels.spec import LaunchSpec
 from convgen.problem import ConvProblem
@@ -45,9 +46,10 @@ def meta(p: ConvProblem, cfg: KernelConfig, use_dot: bool, interpreter: bool,
 
 
 def variant(cfg: KernelConfig) -> str:
-    """Which kernel variant a config runs: "s2d" (folded, kernels/s2d.py), "tma" (the
-    descriptor kernels, kernels/tma.py) or "pointer" (the direction's own module)."""
-    return "s2d" if cfg.s2d else "tma" if cfg.tma else "pointer"
+    """Which kernel variant a config runs: "direct" (kernels/direct.py), "s2d" (folded,
+    kernels/s2d.py), "tma" (the descriptor kernels, kernels/tma.py) or "pointer" (the
+    direction's own module)."""
+    return "direct" if cfg.direct else "s2d" if cfg.s2d else "tma" if cfg.tma else "pointer"
 
 
 def _pointer(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> LaunchSpec:
@@ -65,9 +67,14 @@ def _folded(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> Laun
                            launch_spec)
 
 
+def _direct(p, tensors, out, cfg, use_dot, interpreter, input_precision) -> LaunchSpec:
+    return direct.launch_spec(p, tensors, out, cfg, meta(p, cfg, use_dot, interpreter,
+                                                         input_precision))
+
+
 # variant -> its launch; each direction's kernel within a variant comes from its row in
-# directions.py (pointer) or tma._SPECS (descriptor)
-VARIANTS = {"pointer": _pointer, "tma": _descriptor, "s2d": _folded}
+# directions.py (pointer), tma._SPECS (descriptor) or direct._KERNELS (direct)
+VARIANTS = {"pointer": _pointer, "tma": _descriptor, "s2d": _folded, "direct": _direct}
 
 
 def launch_spec(p: ConvProblem, tensors: dict, out, cfg: KernelConfig, use_dot: bool,
@@ -147,14 +154,15 @@ def triton_failure(e: BaseException) -> str | None:
 @functools.cache
 def kernel_digest(direction) -> str:
     """A short digest of the source a direction's kernels are built from: its module, the
-    shared pieces in kernels/common.py, the folded problems of kernels/s2d.py, the box
+    shared pieces in kernels/common.py, the folded problems of kernels/s2d.py, the direct
+    kernels of kernels/direct.py, the box
     shapes and pixel grids of geometry.py, and of kernels/tma.py (the descriptor kernels of
     all three directions) what the direction's launch reaches (`reached`). The tuning
     database keys times on it, so a kernel change never selects a config timed on the old
     code, and an edit of one direction's descriptor kernel leaves the others' keys alone."""
     module = importlib.import_module(direction.kernel.partition(":")[0])
     h = hashlib.sha256()
-    for path in (module.__file__, common.__file__, s2d.__file__):
+    for path in (module.__file__, common.__file__, s2d.__file__, direct.__file__):
         with open(path, "rb") as f:
             h.update(f.read())
     # the descriptor kernels' box shapes (geometry.py)
