@@ -69,6 +69,26 @@ def test_a_spilling_kernel_fails_the_audit(tmp_path):
                                                    "matrix instructions, 0 at one program per CU")
 
 
+def test_depthwise_runs_the_direct_kernels_with_16_byte_loads(tmp_path):
+    """A depthwise run on the matrix-core path takes the direct kernels (FMA: no matrix
+    instructions expected of them), and on gfx942 they read the channels-last input 16 bytes
+    at a time (buffer_load_dwordx4), the filter one element at a time, without spilling."""
+    lines = tmp_path / "runs.lines"
+    lines.write_text("".join(
+        f"--operation {op} -t f16 -batchsize=64 -groupsize=144 -in_channels=144 "
+        "-out_channels=144 -in_h=56 -in_w=56 -fil_h=3 -fil_w=3 -padding_h=1 -padding_w=1 "
+        "-in_layout=nhwc -fil_layout=kyxc -out_layout=nhwk -x2\n"
+        for op in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")))
+    done = audit("--target", "gfx942", "--lines", str(lines))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for kernel in ("direct_fwd_kernel", "direct_bwd_data_kernel", "direct_bwd_weight_kernel"):
+        assert kernel in out
+    assert out.count("buffer_load_dwordx4") == 3 and "matrix=-" in out
+    assert out.strip().splitlines()[-1] == ("audit gfx942: 3 kernels, 0 spilling, 0 without "
+                                            "matrix instructions, 0 at one program per CU")
+
+
 def test_waves_per_eu_2_holds_a_128x128_tile_to_one_program_per_cu(tmp_path):
     """waves_per_eu=2 on a 128x128 tile: LLVM pads the registers to 2 waves a SIMD, one
     8-warp program a CU where LDS holds two; with waves_per_eu=0 (the rule's) the same

@@ -90,8 +90,10 @@ def line_runs(path: str) -> list[dict]:
 # ---- one run's kernel ---------------------------------------------------------------------
 
 def launch_of(args: list[str], target: str, device: str | None):
-    """(problem the kernel runs, config, where it came from, LaunchSpec, use_dot) of a
-    convgen command line on `target`; ConvgenError where convgen would refuse it."""
+    """(problem the kernel runs, config, where it came from, LaunchSpec, whether the kernel
+    is on the matrix-core path) of a convgen command line on `target`; ConvgenError where
+    convgen would refuse it. The direct kernels (direct=1) sum on FMA units whatever the
+    run's path."""
     config = cli.parse(args)
     be = backends.of_arch(target)
     p, use_dot = config.problem, config.kernel.use_matrix_cores
@@ -105,7 +107,7 @@ def launch_of(args: list[str], target: str, device: str | None):
         q = p.depth_slice() if p.is_3d else p
         tensors, out = isa._meta_tensors(q, torch_out_dtype(q, p))
         spec = launch.launch_spec(q, tensors, out, cfg, use_dot, False)
-    return q, cfg, source, spec, use_dot
+    return q, cfg, source, spec, use_dot and not cfg.direct
 
 
 def torch_out_dtype(q, p):
@@ -187,7 +189,7 @@ def describe(q, cfg, use_dot: bool) -> str:
     lay = q.layouts
     return (f"{q.direction.name} {q.dtype.name} {lay['input']}/{lay['filter']}/{lay['output']} "
             f"n{q.n} c{q.c} k{q.k} g{q.g} {q.hi}x{q.wi} f{q.y}x{q.x} s{q.stride_h}"
-            f"{'' if use_dot else ' fma'}")
+            f"{' direct' if cfg.direct else '' if use_dot else ' fma'}")
 
 
 def audit(runs: list[dict], target: str, device: str | None = None, progress=None) -> tuple[list, dict]:
