@@ -575,13 +575,16 @@ def test_the_pointer_rule_splits_long_reductions_into_short_chains():
     p = _problem("bwd_weight", n=256, c_total=144, k_total=144, hi=56, wi=56, y=3, x=3,
                  pad=(1, 1, 1, 1), g=144)
     for be in (SM90, GFX942):
-        cfg = config.choose(p, be, True)
+        # the GEMM kernels' rule (the rule itself gives depthwise the direct kernels)
+        cfg = config.default_config(p, be, True, gemm=True)
         count, chain = parts(p, cfg)
         assert not cfg.tma and chain <= config.MAX_CHAIN and count * chain >= p.gemm[2]
+        direct = config.choose(p, be, True)
+        assert direct.direct and config.longest_chain(p, direct) <= config.MAX_CHAIN
     # a short reduction keeps one part
     small = _problem("bwd_weight", n=2, c_total=144, k_total=144, hi=14, wi=14, y=3, x=3,
                      pad=(1, 1, 1, 1), g=144)
-    assert config.choose(small, SM90, True).split == 1
+    assert config.default_config(small, SM90, True, gemm=True).split == 1
 
 
 def test_tuning_space_holds_descriptor_configs_where_they_run():
