@@ -59,12 +59,6 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
     base = choose(problem, backend, True)
     out = [base]
     seen = {FIELD_VALUES(base)}
-    direct = []
-    if base.direct:
-        direct = _direct_space(problem, base)
-        # the GEMM kernels' variations start from their own rule
-        base = _vary(default_config(problem, backend, True, gemm=True),
-                     max_num_imprecise_acc=base.max_num_imprecise_acc)
 
     def add(cfg: KernelConfig) -> None:
         # by the fields' values, hashed once (the dataclass's own hash is the Python-level
@@ -73,6 +67,13 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
         if values not in seen:
             seen.add(values)
             out.append(cfg)
+    if base.direct:
+        # the direct tiles first, after the rule's: where they apply they are the ones to beat
+        for cfg in _direct_space(problem, base):
+            add(cfg)
+        # the GEMM kernels' variations start from their own rule
+        base = _vary(default_config(problem, backend, True, gemm=True),
+                     max_num_imprecise_acc=base.max_num_imprecise_acc)
     # AMD: the compile options vary at one split, the one nearest the rule's
     varied_split = min(SPACE_SPLIT, key=lambda v: abs(v - base.split))
     for bm, bn in SPACE_MN:
@@ -99,12 +100,6 @@ def configs(problem: ConvProblem, backend: Backend) -> list[KernelConfig]:
             add(cfg)
     for cfg in _s2d_space(problem, backend):
         add(cfg)
-    if direct:
-        # the direct tiles first, after the rule's: where they apply they are the ones to beat
-        gemm = out[1:]
-        out, seen = out[:1], {FIELD_VALUES(out[0])}
-        for cfg in direct + gemm:
-            add(cfg)
     return out
 
 

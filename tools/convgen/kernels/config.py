@@ -71,8 +71,9 @@ from convgen.directions import blocks_span_taps, column_tiles
 from convgen.errors import ConvgenError
 from convgen.kernels import s2d
 from convgen.kernels.geometry import (bwd_weight_parts, cdiv, channel_block, direct_channels,
-                                      direct_parts, direct_pixels, persistent_fits, phase_fwd,
-                                      pixel_boxes, split_parts, streamk_fits, tma_unsupported)
+                                      direct_parts, direct_pixels, direct_taps, persistent_fits,
+                                      phase_fwd, pixel_boxes, split_parts, streamk_fits,
+                                      tma_unsupported)
 from convgen.problem import ConvProblem
 
 
@@ -158,6 +159,26 @@ _FORMS = {"persistent": ((1, 2), ""), "streamk": ((1, 2), " (programs per SM)"),
           "tail": ((2, 4), " (programs per leftover tile)")}
 
 
+def _check_powers_of_two(cfg: KernelConfig, backend: Backend, block_k_top: int) -> None:
+    """block_m, block_n, block_k (at most block_k_top) and num_warps: powers of two in range."""
+    for name, top in (("block_m", MAX_BLOCK_MN), ("block_n", MAX_BLOCK_MN),
+                      ("block_k", block_k_top), ("num_warps", backend.max_warps)):
+        v = getattr(cfg, name)
+        if not _pow2(v) or v > top:
+            raise _bad(f"{name}={v} must be a power of two from 1 to {top}"
+                       + (f" on {backend.arch}" if name == "num_warps" else ""))
+
+
+def _check_amd_options(cfg: KernelConfig) -> None:
+    """The AMD compile options take the values Triton's HIP backend accepts."""
+    for name, choices in AMD_CHOICES.items():
+        v = getattr(cfg, name)
+        if v is not None and v not in choices:
+            raise _bad(f"{name}={v} must be one of {', '.join(map(str, choices))}")
+    if cfg.waves_per_eu is not None and not 0 <= cfg.waves_per_eu <= MAX_WAVES_PER_EU:
+        raise _bad(f"waves_per_eu={cfg.waves_per_eu} must be from 0 to {MAX_WAVES_PER_EU}")
+
+
 def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot: bool) -> None:
     """Raise ConvgenError (field "perf_config") naming the first field out of range."""
     if cfg.direct not in (None, 0, 1):
@@ -168,12 +189,7 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
     if cfg.s2d:
         _validate_s2d(cfg, problem, backend, use_dot)
         return
-    for name, top in (("block_m", MAX_BLOCK_MN), ("block_n", MAX_BLOCK_MN),
-                      ("block_k", MAX_BLOCK_K), ("num_warps", backend.max_warps)):
-        v = getattr(cfg, name)
-        if not _pow2(v) or v > top:
-            raise _bad(f"{name}={v} must be a power of two from 1 to {top}"
-                       + (f" on {backend.arch}" if name == "num_warps" else ""))
+    _check_powers_of_two(cfg, backend, MAX_BLOCK_K)
     if use_dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
         small = next(n for n in ("block_m", "block_n", "block_k") if getattr(cfg, n) < 16)
         raise _bad(f"{small}={getattr(cfg, small)}: block sizes must be at least 16 on the "
@@ -196,12 +212,7 @@ def validate(cfg: KernelConfig, problem: ConvProblem, backend: Backend, use_dot:
         raise _bad(f"group_m={cfg.group_m} must be from 1 to {MAX_GROUP_M}")
     if cfg.split > 1 and not problem.direction.splits_reduction:
         raise _bad(f"split={cfg.split} applies to bwd_weight only")
-    for name, choices in AMD_CHOICES.items():
-        v = getattr(cfg, name)
-        if v is not None and v not in choices:
-            raise _bad(f"{name}={v} must be one of {', '.join(map(str, choices))}")
-    if cfg.waves_per_eu is not None and not 0 <= cfg.waves_per_eu <= MAX_WAVES_PER_EU:
-        raise _bad(f"waves_per_eu={cfg.waves_per_eu} must be from 0 to {MAX_WAVES_PER_EU}")
+    _check_amd_options(cfg)
     if cfg.max_num_imprecise_acc is not None and cfg.max_num_imprecise_acc < 0:
         raise _bad(f"max_num_imprecise_acc={cfg.max_num_imprecise_acc} must be >= 0")
     if cfg.max_num_imprecise_acc and not problem.dtype.is_fp8:
@@ -264,12 +275,6 @@ MAX_DIRECT_TILE = 2**13
 MAX_DIRECT_ROWS = 64
 
 
-def direct_taps(problem: ConvProblem) -> int:
-    """The filter taps a direct tile holds at once: bwd_weight sums every tap of its pixels
-    together (a power of two >= y * x), fwd and bwd_data one at a time."""
-    return next_pow2(problem.y * problem.x) if problem.direction.splits_reduction else 1
-
-
 def direct_refused(problem: ConvProblem) -> str | None:
     """Why the direct kernels cannot run this problem; None: they can."""
     if max(problem.c, problem.k) > MAX_GROUP_CHANNELS:
@@ -289,12 +294,7 @@ def _validate_direct(cfg: KernelConfig, problem: ConvProblem, backend: Backend) 
     why = direct_refused(problem)
     if why:
         raise _bad(f"direct=1: {why}")
-    for name, top in (("block_m", MAX_BLOCK_MN), ("block_n", MAX_BLOCK_MN),
-                      ("block_k", MAX_DIRECT_ROWS), ("num_warps", backend.max_warps)):
-        v = getattr(cfg, name)
-        if not _pow2(v) or v > top:
-            raise _bad(f"{name}={v} must be a power of two from 1 to {top}"
-                       + (f" on {backend.arch}" if name == "num_warps" else ""))
+    _check_powers_of_two(cfg, backend, MAX_DIRECT_ROWS)
     taps = direct_taps(problem)
     if cfg.block_m * cfg.block_n * taps > MAX_DIRECT_TILE:
         raise _bad(f"block_m={cfg.block_m}, block_n={cfg.block_n}: a direct tile holds at "
@@ -310,12 +310,7 @@ def _validate_direct(cfg: KernelConfig, problem: ConvProblem, backend: Backend) 
         if getattr(cfg, name):
             raise _bad(f"{name}={getattr(cfg, name)} with direct=1: the direct kernels have "
                        "no such form")
-    for name, choices in AMD_CHOICES.items():
-        v = getattr(cfg, name)
-        if v is not None and v not in choices:
-            raise _bad(f"{name}={v} must be one of {', '.join(map(str, choices))}")
-    if cfg.waves_per_eu is not None and not 0 <= cfg.waves_per_eu <= MAX_WAVES_PER_EU:
-        raise _bad(f"waves_per_eu={cfg.waves_per_eu} must be from 0 to {MAX_WAVES_PER_EU}")
+    _check_amd_options(cfg)
     if problem.direction.splits_reduction:
         parts, _ = direct_parts(problem, cfg)
         if parts * problem.g * problem.k * problem.c * problem.y * problem.x > MAX_WORKSPACE:

@@ -7,7 +7,7 @@ compute the sums directly instead. A tile is a run of BLOCK_M pixels of one imag
 (one (n, h) pair, so the pixel's coordinates are a scalar plus a lane index) by BLOCK_N
 channels counted across groups (the flat channel g * CG + c, or g * KG + k): in a
 channels-last tensor those channels are consecutive memory, loaded 16 bytes at a time.
-The per-group channels (CG, KG, at most MAX_GROUP_CHANNELS each) and a filter row's taps
+The per-group channels (CG, KG, at most config.MAX_GROUP_CHANNELS each) and a filter row's taps
 are unrolled at compile time, the filter rows walked in a loop: each tap's filter values
 are one short vector, and the taps of one row read the same input row shifted by a pixel,
 so the row's lines are fetched once and hit L1 for the other taps.
@@ -49,10 +49,7 @@ import triton.language as tl
 
 from convgen.kernels import spec
 from convgen.kernels.conv_bwd_weight import REDUCE_BLOCK, split_reduce_kernel
-from convgen.kernels.geometry import direct_channels, direct_parts, direct_pixels
-
-# The per-group channels (c and k) a direct kernel unrolls; more are a GEMM's work.
-MAX_GROUP_CHANNELS = 8
+from convgen.kernels.geometry import direct_channels, direct_parts, direct_pixels, direct_taps
 
 
 @triton.jit
@@ -281,7 +278,7 @@ def launch_spec(p, tensors, out, cfg, meta) -> spec.LaunchSpec:
         ws = torch.empty((p.g * split * p.k * p.c * p.y * p.x,), dtype=torch.float32,
                          device=out.device)
     runtime.update(ws_ptr=out if ws is None else ws, ROWS_PER_PART=rows)
-    constexprs.update(SPLIT=split, TAPS=triton.next_power_of_2(p.y * p.x))
+    constexprs.update(SPLIT=split, TAPS=direct_taps(p))
 
     def reduce(compile_options):
         total = p.g * p.k * p.c * p.y * p.x

@@ -234,6 +234,12 @@ def direct_pixels(p) -> tuple[int, int, int]:
     return p.ho, p.wo, p.n
 
 
+def direct_taps(p) -> int:
+    """The filter taps a direct tile holds at once: bwd_weight sums every tap of its pixels
+    together (a power of two >= y * x), fwd and bwd_data one at a time."""
+    return 1 << (p.y * p.x - 1).bit_length() if p.direction.splits_reduction else 1
+
+
 def direct_parts(p, cfg) -> tuple[int, int]:
     """(parts, rows per part): how the direct bwd_weight kernel (kernels/direct.py) cuts the
     output's n * ho image rows into at most cfg.split parts, none empty."""
