@@ -12,7 +12,11 @@ device would choose (the selection is CPU work), and skips 3.
 2. Selection: `selector.choose` (the tuning space built, every candidate's features, the
    ranking model's pick among the runnable candidates) for every layer of the network tables at batch 1, 32 and 256, f16, all
    three directions; median and maximum.
-3. Checked: convgen runs of a few of those problems with no tuning database (so the model
+3. End to end: `picks.select`, what a run asks (the local tuning store's lookup, then the
+   model where nothing is tuned), for the same problems: median and maximum, the tuned
+   and the model's picks apart, and the first pick of a process apart (it opens the
+   store; later picks share the connection, as lit's in-process runs do).
+4. Checked: convgen runs of a few of those problems with no tuning database (so the model
    picks), against the GPU reference: the `#` config line and the bits.
 """
 from __future__ import annotations
@@ -73,6 +77,31 @@ def _stages(problems, be, path) -> dict:
     return {k: 1e3 * v / max(1, len(problems)) for k, v in spent.items()}
 
 
+def _end_to_end(problems, be) -> dict:
+    """picks.select timed per problem with the default store and model; then the first
+    pick of a process, as a fresh connection to the store makes it (every 10th problem)."""
+    from convgen import picks
+    from convtune import store, tuning_db
+    picks.select(problems[0], be, True, None, "", "")   # the store built, the model loaded
+    times, tuned = [], []
+    for p in problems:
+        t0 = time.perf_counter()
+        _, source = picks.select(p, be, True, None, "", "")
+        times.append(time.perf_counter() - t0)
+        tuned.append(source.startswith("tuned"))
+    first = []
+    for p in problems[::10]:
+        tuning_db.close_readers(store.resolve(""))
+        t0 = time.perf_counter()
+        picks.select(p, be, True, None, "", "")
+        first.append(time.perf_counter() - t0)
+    ms = lambda ts: 1e3 * statistics.median(ts) if ts else float("nan")  # noqa: E731
+    return {"median_ms": ms(times), "max_ms": 1e3 * max(times), "tuned": sum(tuned),
+            "tuned_median_ms": ms([t for t, k in zip(times, tuned) if k]),
+            "model_median_ms": ms([t for t, k in zip(times, tuned) if not k]),
+            "first_median_ms": ms(first), "problems": len(times)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json")
@@ -88,7 +117,7 @@ def main() -> int:
     t0 = time.perf_counter()
     selector.load(path)
     load_s = time.perf_counter() - t0
-    times, picked, problems = [], 0, []
+    times, picked, problems, all_problems = [], 0, [], []
     for layers in models.NETWORKS.values():
         for layer in layers:
             for batch in (1, 32, 256):
@@ -97,6 +126,7 @@ def main() -> int:
                         p = _problem(layer, batch, direction)
                     except ConvgenError:   # a tensor past 2^31 elements (U-Net at batch 256)
                         continue
+                    all_problems.append(p)
                     t0 = time.perf_counter()
                     cfg, _, _ = selector.choose(p, be, path)
                     times.append(time.perf_counter() - t0)
@@ -109,6 +139,11 @@ def main() -> int:
     stages = _stages(problems, be, path)
     print("where choose's time goes (mean ms per problem the model picks for): "
           + ", ".join(f"{k} {v:.3f}" for k, v in stages.items()), flush=True)
+    end_to_end = _end_to_end(all_problems, be)
+    print(f"select (store and model): median {end_to_end['median_ms']:.2f} ms, max "
+          f"{end_to_end['max_ms']:.2f} ms; tuned {end_to_end['tuned_median_ms']:.2f} ms median "
+          f"({end_to_end['tuned']} problems), model {end_to_end['model_median_ms']:.2f} ms; "
+          f"first of a process {end_to_end['first_median_ms']:.2f} ms median", flush=True)
     checks = []
     for net, index, batch, direction in ([] if args.arch else CHECKED):
         layer = models.NETWORKS[net][index]
@@ -130,7 +165,7 @@ def main() -> int:
                                       "load_ms": 1e3 * load_s,
                                       "choose_ms_median": 1e3 * statistics.median(times),
                                       "choose_ms_max": 1e3 * max(times), "problems": len(times),
-                                      "stages_ms": stages,
+                                      "stages_ms": stages, "select": end_to_end,
                                       "picked_by_model": picked, "checks": checks,
                                       "command": " ".join(["python", *sys.argv])})
     return 0

@@ -702,3 +702,50 @@ def test_no_sqlite_file_is_tracked_and_every_data_file_is_text():
     data = [n for n in tracked if n.startswith("tuning/data/")]
     assert data and all(n.endswith(".jsonl") or n == "tuning/data/same-kernels.tsv"
                         for n in data), data
+
+
+def test_a_lookup_across_triton_versions_and_digests_is_one_indexed_query(tmp_path):
+    # the key's own index starts (arch, device, triton, kernel): best_near's lookup without
+    # the Triton version walked every problem of the device; it goes through the shape index
+    path = str(tmp_path / "t.sqlite")
+    with TuningDB(path) as db:
+        db.set_best({**_key(), "triton": "3.5.0"}, "block_m=32", 2.0, 1.0, "gpu reference [1 1 1]")
+    con = sqlite3.connect(path)
+    con.execute("DROP INDEX problems_by_shape")   # a file written before the index
+    con.commit()
+    con.close()
+    with TuningDB(path, readonly=True) as db:
+        assert not db.has_shape_index()
+        assert db.best_near(_key()).config == "block_m=32"   # found all the same, by a scan
+    with TuningDB(path) as db:   # a writer adds it
+        plan = " ".join(str(r) for r in db.con.execute(
+            "EXPLAIN QUERY PLAN SELECT config FROM best WHERE "
+            + " AND ".join(f"{c} = ?" for c in ("arch", "device", *SHAPE_COLUMNS)) + " AND kernel IN (?, ?)",
+            [_key()[c] for c in ("arch", "device", *SHAPE_COLUMNS)] + ["a", "b"]))
+    assert "problems_by_shape" in plan, plan
+    with TuningDB(path, readonly=True) as db:
+        assert db.has_shape_index()
+        got = db.best_near(_key())
+        assert (got.config, got.triton) == ("block_m=32", "3.5.0")
+
+
+def test_a_shared_reader_sees_new_rows_and_follows_a_replaced_file(tmp_path):
+    from convtune import tuning_db
+    path = str(tmp_path / "t.sqlite")
+    with TuningDB(path) as db:
+        db.set_best(_key(), "block_m=32", 2.0, 1.0, "gpu reference [1 1 1]")
+    first = tuning_db.reader(path)
+    assert tuning_db.reader(path) is first and first.best(_key()).config == "block_m=32"
+    with TuningDB(path) as db:   # a writer of this process: its close still folds the log
+        db.set_best(_key(), "block_m=64", 1.0, 1.0, "gpu reference [1 1 1]")
+    assert sorted(os.listdir(tmp_path)) == ["t.sqlite"] and not in_wal_mode(path)
+    assert tuning_db.reader(path).best(_key()).config == "block_m=64"
+    other = str(tmp_path / "other.sqlite")
+    with TuningDB(other) as db:
+        db.set_best(_key(), "block_m=128", 0.5, 1.0, "gpu reference [1 1 1]")
+    os.replace(other, path)   # another file at the same path: opened again
+    assert tuning_db.reader(path).best(_key()).config == "block_m=128"
+    os.remove(path)
+    with pytest.raises(ConvgenError, match="does not exist"):
+        tuning_db.reader(path)
+    tuning_db.close_readers(path)

@@ -16,11 +16,10 @@ def pick(problem, backend, db_path: str | None,
     path = store.resolve(db_path)
     best = None
     if path:
-        with tuning_db.TuningDB(path, readonly=True) as db:
-            # a small-group problem's entries under an older kernel source were searched
-            # without the direct kernels (kernels/direct.py): not the fastest any more
-            best = db.best_near(keys.key_for(problem, backend),
-                                same_kernels=not direct_fits(problem))
+        # a small-group problem's entries under an older kernel source were searched
+        # without the direct kernels (kernels/direct.py): not the fastest any more
+        best = tuning_db.reader(path).best_near(keys.key_for(problem, backend),
+                                                same_kernels=not direct_fits(problem))
     check(None, selector_path)   # even where a tuned entry wins: a wrong path is an error
     where = store.describe(path) if path else None
     if best is not None:

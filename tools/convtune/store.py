@@ -4,6 +4,7 @@ on first use and brought up to date when the text changes; and which database a 
 line names (`resolve`)."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 
@@ -22,8 +23,13 @@ def cache_dir() -> str:
 
 def store_path(folder: str | None = None) -> str:
     """The local store of a data folder: one file per folder (two checkouts, two stores)."""
-    folder = os.path.realpath(folder or data_dir())
-    return os.path.join(cache_dir(), f"tuning-{hashlib.sha1(folder.encode()).hexdigest()[:12]}.sqlite")
+    return _store_path(folder or data_dir(), cache_dir())
+
+
+@functools.lru_cache(maxsize=16)   # each run's lookup asks (a realpath walks the folders)
+def _store_path(folder: str, cache: str) -> str:
+    folder = os.path.realpath(folder)
+    return os.path.join(cache, f"tuning-{hashlib.sha1(folder.encode()).hexdigest()[:12]}.sqlite")
 
 
 def resolve(given: str | None, writing: bool = False) -> str | None:
@@ -74,7 +80,7 @@ def open_store(folder: str | None = None, create: bool = True) -> str | None:
     if os.path.exists(path):
         try:
             with TuningDB(path, readonly=True) as db:
-                if db.synced_with() == seen:
+                if db.synced_with() == seen and db.has_shape_index():
                     _FRESH[path] = seen
                     return path
         except ConvgenError:

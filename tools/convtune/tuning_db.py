@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 import weakref
 from contextlib import closing
@@ -60,6 +61,13 @@ SHAPE_COLUMNS = KEY_COLUMNS[4:]
 _KEY_DDL = ", ".join(f"{c} {'INTEGER' if c in tuning_text.INT_COLUMNS else 'TEXT'} NOT NULL"
                      for c in KEY_COLUMNS)
 _KEY_MATCH = " AND ".join(f"{c} = :{c}" for c in KEY_COLUMNS)
+# a problem on a device whatever the Triton version and kernel source (best_near's lookup)
+_SHAPE_MATCH = " AND ".join(f"{c} = :{c}" for c in ("arch", "device", *SHAPE_COLUMNS))
+# best_near's one query uses it: the key's own index starts (arch, device, triton, kernel),
+# so without it a lookup across Triton versions walks every problem of the device (2.5 ms
+# at 5,000 problems, 0.03 ms with it). Writers add it to a file that lacks it.
+_SHAPE_INDEX = (f"CREATE INDEX IF NOT EXISTS problems_by_shape ON problems "
+                f"(arch, device, {', '.join(SHAPE_COLUMNS)})")
 
 # From this UTC time (a measured_at) `convgen tune` times a CUDA graph of a config's launches (tune._time
 # says why); rows before it were timed per launch, and those under PER_LAUNCH_TRUSTED_MS
@@ -103,6 +111,7 @@ _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS problems (
     id INTEGER PRIMARY KEY, {_KEY_DDL}, UNIQUE ({", ".join(KEY_COLUMNS)}));
+{_SHAPE_INDEX};
 CREATE TABLE IF NOT EXISTS configs (
     id INTEGER PRIMARY KEY,
     config TEXT NOT NULL UNIQUE);    -- KernelConfig.describe()
@@ -209,6 +218,40 @@ def fold_log(path: str) -> None:
     if os.path.exists(path + "-wal") or in_wal_mode(path):
         raise ConvgenError(f"tuning database '{path}': its write-ahead log was not folded back "
                            "(another process has the database open)", field="tuning_db")
+
+
+_READERS: dict[tuple, tuple[tuple, "TuningDB"]] = {}
+
+
+def reader(path: str) -> "TuningDB":
+    """A read-only TuningDB of `path` kept open for this process and thread: a run's lookup
+    (picker.pick; lit's in-process runs make thousands) costs 0.03 ms on an open connection,
+    where opening one costs ~1 ms (SQLite parses the schema, triggers included, at the first
+    statement). Opened again when the file at `path` is another one or was rewritten in
+    place (its inode, size or change time differ); rows a writer adds to a file in WAL mode
+    show at the next query. A writer of the same file in this process closes it first
+    (its close folds the log back, which an open reader would stop). Not closed by callers."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return TuningDB(path, readonly=True)   # the error the open gives
+    ident = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+    slot = (os.path.abspath(path), os.getpid(), threading.get_ident())
+    held = _READERS.get(slot)
+    if held is not None and held[0] == ident:
+        return held[1]
+    if held is not None:
+        held[1].close()
+    db = TuningDB(path, readonly=True)
+    _READERS[slot] = (ident, db)
+    return db
+
+
+def close_readers(path: str) -> None:
+    """Close this process's shared readers of `path` (a writer of it is closing)."""
+    path = os.path.abspath(path)
+    for slot in [s for s in _READERS if s[0] == path and s[1] == os.getpid()]:
+        _READERS.pop(slot)[1].close()
 
 
 def _statements(script: str) -> list[str]:
@@ -372,6 +415,12 @@ class TuningDB:
         self._check_schema()
         if not readonly:   # readers never wait for a writer, writers queue
             self.con.execute("PRAGMA journal_mode=WAL")
+            if not self.has_shape_index() and self._version() == str(SCHEMA_VERSION):
+                self.con.execute(_SHAPE_INDEX)
+
+    def has_shape_index(self) -> bool:
+        return self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND "
+                                "name = 'problems_by_shape'").fetchone() is not None
 
     # ---- schema --------------------------------------------------------------------------
     def _empty(self) -> bool:
@@ -500,6 +549,7 @@ class TuningDB:
 
     def close(self) -> None:
         if not self.readonly and self._finalizer.alive:
+            close_readers(self.path)   # this process's shared readers would keep the log
             try:
                 self.con.execute("PRAGMA busy_timeout=0")
                 self._prune()
@@ -650,20 +700,21 @@ class TuningDB:
         nearest version measured for the same device, kernel source and problem (a Triton
         upgrade keeps the picks; `triton` says which version measured it); where the kernel
         source has none, that of the same kernels under an older digest (tuning_text.SAME_KERNELS),
-        unless `same_kernels` is False."""
-        exact = self.best(key)
-        if exact is not None:
-            return exact
-        same = (tuning_text.same_kernels(tuning_text.data_dir()).get(key["kernel"], ())
-                if same_kernels else ())
-        for kernel in (key["kernel"], *same):
-            others = {**{c: key[c] for c in KEY_COLUMNS if c != "triton"}, "kernel": kernel}
-            rows = self.con.execute(
-                "SELECT config, ms, tflops, checked, measured_at, searched, triton FROM best WHERE "
-                + " AND ".join(f"{c} = :{c}" for c in others), others).fetchall()
-            if rows:
-                near = nearest_version(key["triton"], [r[-1] for r in rows])
-                return next(Best(*r) for r in rows if r[-1] == near)
+        unless `same_kernels` is False. One query over every version and digest."""
+        kernels = (key["kernel"], *(tuning_text.same_kernels(tuning_text.data_dir()).get(key["kernel"], ())
+                                    if same_kernels else ()))
+        args = {c: key[c] for c in ("arch", "device", *SHAPE_COLUMNS)}
+        args.update((f"kernel{i}", k) for i, k in enumerate(kernels))
+        rows = self.con.execute(
+            "SELECT kernel, triton, config, ms, tflops, checked, measured_at, searched FROM best "
+            f"WHERE {_SHAPE_MATCH} AND kernel IN ({', '.join(f':kernel{i}' for i in range(len(kernels)))})",
+            args).fetchall()
+        for kernel in kernels:   # the key's own digest first, then the older ones, nearest first
+            mine = [r for r in rows if r[0] == kernel]
+            if mine:
+                near = nearest_version(key["triton"], [r[1] for r in mine])
+                row = next(r for r in mine if r[1] == near)
+                return Best(*row[2:], triton=near)
         return None
 
     def rows(self, sql: str, args=()) -> list[dict]:

@@ -71,12 +71,25 @@ def slug(text: str) -> str:
 SAME_KERNELS = "same-kernels.tsv"
 
 
+_SAME_KERNELS_READ: dict[str, tuple[tuple, dict]] = {}   # path -> (its stat, what it says)
+
+
 def same_kernels(folder: str) -> dict[str, tuple[str, ...]]:
     """{digest: the older digests of the same kernels, nearest first}, from the data folder's
-    SAME_KERNELS file (none where it has none); chains are followed."""
+    SAME_KERNELS file (none where it has none); chains are followed. Read again only when
+    the file changes (every tuned lookup asks)."""
+    path = os.path.join(folder, SAME_KERNELS)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    held = _SAME_KERNELS_READ.get(path)
+    if held is not None and held[0] == stamp:
+        return held[1]
     direct: dict[str, str] = {}
     try:
-        with open(os.path.join(folder, SAME_KERNELS)) as f:
+        with open(path) as f:
             for n, line in enumerate(f, 1):
                 if not line.strip() or line.startswith("#"):
                     continue
@@ -94,6 +107,7 @@ def same_kernels(folder: str) -> dict[str, tuple[str, ...]]:
             d = direct[d]
             chain.append(d)
         out[digest] = tuple(chain)
+    _SAME_KERNELS_READ[path] = (stamp, out)
     return out
 
 
