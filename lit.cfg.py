@@ -39,6 +39,11 @@ which wins over both CMake and the defaults:
   features_of        an arch (gfx942, sm90, ...): the tests and RUN lines that device
                      would run, its lit features taken instead of the probed device's
                      (with list_runs; nothing can run on a device that is not here)
+  impl               the implementation every convgen run tests (its -impl default,
+                     CONVGEN_IMPL in the tests' environment): convgen | aten | inductor |
+                     MODULE:FUNCTION | FILE.py:FUNCTION (docs/implementations.md); also the
+                     environment's E2E_IMPL. Feature impl-convgen, impl-aten, impl-inductor
+                     or impl-user; a run the implementation does not compute is UNSUPPORTED
 
 Facts come from the tool, never from a copy here: the device and its features from
 `python -m convgen.backend`, the threshold syntax from convgen.tolerance, the flag
@@ -60,11 +65,14 @@ import lit.util
 
 SRC_ROOT = os.path.dirname(os.path.abspath(__file__))
 E2E_DIR = os.path.join(SRC_ROOT, "e2e")
+# tests another implementation is known to fail, with the features where it does (lit_format)
+EXPECTED_FAILURES = os.path.join(E2E_DIR, "expected-failures.tsv")
 sys.path.insert(0, os.path.join(SRC_ROOT, "tools"))
 from convgen import cli, tolerance  # noqa: E402  (neither imports torch)
 from convgen.backend import INTERPRETER, Backend  # noqa: E402
 from convgen.backend import of_arch as backend_of_arch  # noqa: E402
-from convgen.lit_format import ConvgenTest  # noqa: E402  (imports lit, not torch)
+from convgen.implementations import BUILT_IN as BUILT_IN_IMPLS  # noqa: E402  (no torch)
+from convgen.lit_format import ConvgenTest, read_expected_failures  # noqa: E402  (imports lit, not torch)
 
 DEFAULTS = {
     "rms_threshold": "auto",
@@ -87,6 +95,7 @@ DEFAULTS = {
     "exec_root": "",
     "list_runs": "",
     "features_of": "",
+    "impl": "",
 }
 IGNORED_ABS_THRESHOLD = "1000"   # E2E_IGNORE_MAXABSDIFF, as in the study's example
 
@@ -305,6 +314,7 @@ config.test_format = ConvgenTest(convgen, filecheck_cmd, inprocess=inprocess,
                                  gpu_env=device.visible_devices_variable, gpus=gpus,
                                  record=os.path.abspath(setting("record_runs")) if setting("record_runs") else None,
                                  comparator=comparator,
+                                 expected_failures=read_expected_failures(EXPECTED_FAILURES),
                                  list_runs=os.path.abspath(setting("list_runs")) if setting("list_runs") else None)
 lit_config.note("conv-e2e: device %s (%s%s), FileCheck %s, convgen %s%s"
                 % (arch, device.kind, ", %d GPUs" % len(gpus) if len(gpus) > 1 else "",
@@ -313,6 +323,20 @@ lit_config.note("conv-e2e: device %s (%s%s), FileCheck %s, convgen %s%s"
 # Share compiled kernels between tests (Triton's cache is safe across processes).
 if "TRITON_CACHE_DIR" not in config.environment:
     config.environment["TRITON_CACHE_DIR"] = cache_dir
+
+# --- the implementation under test -------------------------------------------
+impl = setting("impl") or os.environ.get("E2E_IMPL", "").strip() or "convgen"
+config.environment["CONVGEN_IMPL"] = impl
+features.add("impl-" + (impl if impl in BUILT_IN_IMPLS else "user"))
+if impl != "convgen":
+    lit_config.note("conv-e2e: implementation under test: %s" % impl)
+# torch's version, for the expected failures of the libraries it calls (read without
+# importing torch)
+try:
+    import importlib.metadata  # noqa: E402
+    features.add("torch-%s" % ".".join(importlib.metadata.version("torch").split(".")[:2]))
+except Exception:   # noqa: BLE001 - no torch here: the runs say so themselves
+    pass
 
 # --- per-test timeout ---------------------------------------------------------
 try:

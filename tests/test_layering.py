@@ -25,7 +25,7 @@ LAYERS = (
                  "convgen.kernels.conv_bwd_data", "convgen.kernels.conv_bwd_weight",
                  "convgen.kernels.tma", "convgen.kernels.verify_stats")),
     ("data, launch, references, verdict", ("convgen.inputs", "convgen.depth",
-                                           "convgen.kernels.launch", "convgen.reference",
+                                           "convgen.kernels.launch", "convgen.implementations", "convgen.reference",
                                            "convgen.kernels.gpu_reference", "convgen.verify")),
     ("the run", ("convgen.picks", "convgen.driver", "convgen.compare", "convgen.commands")),
     ("front ends", ("convgen.run_flags", "convgen.cli", "convgen.split_test", "convgen.lit_format",

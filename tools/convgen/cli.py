@@ -25,12 +25,13 @@ Importing this module imports neither torch nor Triton.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
 from typing import Any
 
-from convgen import commands, driver, dtypes, perf_text, tolerance
+from convgen import commands, driver, dtypes, implementations, perf_text, tolerance
 from convgen.commands import Command
 from convgen.compare import run as compare
 from convgen.directions import FWD
@@ -168,6 +169,7 @@ def _build(v: dict[str, Any], miopen: bool, argv: tuple[str, ...]):
                              dump_dir=v.get("dump"), json_path=v.get("json")),
         argv=argv,
         comparison=comparison,
+        impl=v.get("impl") or os.environ.get("CONVGEN_IMPL") or implementations.DEFAULT,
     )
 
 
@@ -460,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
             quiet_broken_pipe()
         print(f"convgen: error: {one_line(e)}", file=sys.stderr)
         return 2
+    except implementations.Unsupported as e:
+        # not a failure: lit reports the test UNSUPPORTED with this reason (lit_format.py)
+        print(f"{implementations.UNSUPPORTED_LINE}{one_line(e)}", flush=True)
+        return implementations.EXIT_UNSUPPORTED
     except BrokenPipeError:
         return quiet_broken_pipe()
     except KeyboardInterrupt:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from convgen import backend as backends
-from convgen import guards, report, tolerance
+from convgen import guards, implementations, report, tolerance
 from convgen.errors import ConvgenError
 from convgen.guards import empty_output, guard_elements
 from convgen.kernels.geometry import split_workspace
@@ -121,7 +121,7 @@ def footprint(config: RunConfig, cfg) -> dict:
     ins = sum(with_margins(t) for t in p.reads) * p.dtype.bits // 8
     out = with_margins(p.writes) * out_t.bits // 8
     device = {"inputs": ins, "output": out}
-    if p.direction.splits_reduction:
+    if p.direction.splits_reduction and cfg is not None:
         device["workspace"] = 4 * split_workspace(p, cfg)
     # float64 draw and its copy; both signs add a second draw and the mask
     per_element = 25 if config.data.both_signs else 16
@@ -200,16 +200,18 @@ class Outcome:
 
 def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) -> Outcome:
     """Run the stages of one problem; print nothing but progress lines through `say`.
-    With a `cache`, stages whose inputs an earlier run of the same cache had are reused."""
+    With a `cache`, stages whose inputs an earlier run of the same cache had are reused.
+    An implementation that does not compute the problem raises implementations.Unsupported."""
     report.check_paths(config.report.json_path, config.report.dump_dir)
     _check_reference(config)
-    backends.ensure_interpreter_if_no_gpu()
+    backends.ensure_interpreter_if_no_gpu()   # before a user's module decorates its kernels
+    impl = implementations.resolve(config.impl)
     be = backends.current()
     import torch
 
     from convgen import inputs, picks   # torch and Triton: not for a refused run
     from convgen.kernels import config as kconfig   # torch and Triton
-    from convgen.kernels.launch import run_conv, triton_failure   # torch and Triton
+    from convgen.kernels.launch import triton_failure   # torch and Triton
 
     p = config.problem
     why = be.type_unsupported(p.dtype)
@@ -217,7 +219,11 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
         raise ConvgenError(why, field="type")
     device = be.torch_device
     use_dot = config.kernel.use_matrix_cores
-    cfg, source, est = _pick(config, be, say)
+    if impl.picks_config:
+        cfg, source, est = _pick(config, be, say)
+    else:
+        cfg, est = None, 0.0
+        _other(config, impl, be, say)
     timer = _Timer()
 
     t0 = time.perf_counter()
@@ -231,12 +237,19 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
         if config.kernel.flush_subnormals and not p.dtype.is_int:
             kern_in = {k: _flush_subnormals(v, p.dtype) for k, v in tensors.items()}
         out, guard = guards.guarded_output(p, device)
+        request = implementations.Request(
+            p, kern_in, out, device, config.kernel.input_precision, use_dot, cfg, be, guard)
         try:
             with _heartbeat("kernel", est if est > INTERPRETER_NOTE_S else 0.0):
-                run_conv(p, kern_in, out, cfg, use_dot, be, config.kernel.input_precision, guard)
+                impl.run(request)
             if device != "cpu":
                 torch.cuda.synchronize()
+        except implementations.Unsupported:
+            raise
         except Exception as e:   # noqa: BLE001 - only Triton's config failures are translated
+            if not impl.picks_config:
+                raise ConvgenError(f"the {impl.name} implementation failed: {type(e).__name__}: "
+                                   f"{e}", field="impl") from e
             why = triton_failure(e)
             if why is None:
                 raise
@@ -245,8 +258,9 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
 
     def launch(cfg):
         t0 = time.perf_counter()
-        result, hit = _stage(cache, ("kernel", problem_key, config.data, config.kernel,
-                                     cfg.describe()), lambda: kernel(cfg))
+        key = ("kernel", problem_key, config.data, config.kernel, config.impl,
+               cfg.describe() if cfg is not None else None)
+        result, hit = _stage(cache, key, lambda: kernel(cfg))
         timer("kernel" + (" (cached)" if hit else " (first launch, compile included)"), t0)
         return result
 
@@ -271,6 +285,9 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
         raise ConvgenError(f"{'kernel' if given else 'the default kernel'} config "
                            f"{cfg.describe()} does not run on {be.arch}: {failed.why}",
                            field="perf_config" if given else None) from None
+    after = impl.after()
+    if after:
+        say(f"convgen: {after}")
     outcome = Outcome(cfg, tensors, out, timer=timer)
     if config.reference.validator is None:
         return outcome
@@ -290,6 +307,23 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
     outcome.verdict = _judge(config, be, cfg, out, outcome.ref, guard, say)
     timer("verify", t0)
     return outcome
+
+
+def _other(config: RunConfig, impl, be, say) -> None:
+    """Another implementation than convgen's kernels: flags that configure those kernels
+    make the run unsupported; the implementation's own refusal; the `#` lines; memory."""
+    ko = config.kernel
+    given = {"perf_config": bool(ko.perf_config), "tuning_db": ko.tuning_db != "",
+             "selector": ko.selector != "", "flush_subnormals": ko.flush_subnormals}
+    why = implementations.convgen_only(given)
+    if why:
+        raise implementations.Unsupported(f"{why}; the {impl.name} implementation has none")
+    impl.check(config.problem, be)
+    _check_memory(config, None, be)
+    say(f"convgen: {config.problem.describe()}")
+    version = impl.version(be)
+    say(f"convgen: implementation {impl.name}{f' ({version})' if version else ''} on {be.kind} "
+        f"({be.arch}), data {config.data.describe()}")
 
 
 def _pick(config: RunConfig, be, say) -> tuple:
@@ -318,12 +352,15 @@ def _judge(config: RunConfig, be, cfg, out, ref, guard, say):
     comparator where the run asked for it."""
     from convgen import verify   # torch
     p = config.problem
-    # the direct kernels sum on FMA units whichever path the run asked for
-    use_dot = config.kernel.use_matrix_cores and not cfg.direct
-    accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,
-                                   be.dot_u_acc(p.dtype, cfg.max_num_imprecise_acc), be.dot_truncates)
-    unchecked = (be.bias_unchecked(p.dtype, use_dot, config.kernel.input_precision,
-                                   cfg.max_num_imprecise_acc)
+    if cfg is None:   # another implementation: what the type allows (implementations.py)
+        use_dot, imprecise = implementations.matrix_units(be), None
+        accum = implementations.accumulation(p, be, config.kernel.input_precision)
+    else:
+        # the direct kernels sum on FMA units whichever path the run asked for
+        use_dot, imprecise = config.kernel.use_matrix_cores and not cfg.direct, cfg.max_num_imprecise_acc
+        accum = tolerance.accumulation(p, use_dot, config.kernel.input_precision,
+                                       be.dot_u_acc(p.dtype, imprecise), be.dot_truncates)
+    unchecked = (be.bias_unchecked(p.dtype, use_dot, config.kernel.input_precision, imprecise)
                  or tolerance.lean_unchecked(accum, p.dtype.out_type))
     bias_check = unchecked is None
     if not bias_check:
@@ -337,7 +374,7 @@ def _judge(config: RunConfig, be, cfg, out, ref, guard, say):
         limits = tolerance.rocmlir_limits(
             cmp.comparator, p.dtype, config.thresholds, cmp.atol, cmp.rtol,
             tolerance.rocmlir_k_eff(p), config.data.mode == "random",
-            cfg.split if p.direction.splits_reduction else 1)
+            cfg.split if cfg is not None and p.direction.splits_reduction else 1)
         verdict = verify.rocmlir_verdict(verdict, out, ref, limits, dim_names=_dim_names(p, p.writes))
     return verdict
 

@@ -90,6 +90,7 @@ class RunConfig:
     report: ReportOptions = field(default_factory=ReportOptions)
     argv: tuple[str, ...] = ()              # as given, to print a reproducer
     comparison: Comparison = field(default_factory=Comparison)
+    impl: str = "convgen"                   # the implementation under test (implementations.py)
 
 
 @dataclass(frozen=True)

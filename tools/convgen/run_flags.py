@@ -209,6 +209,12 @@ COMMON = (
          "--semantics=rocmlir: integers are drawn below this", "5"),
     ]),
     ("Kernel", [
+        ("impl", "impl", as_text,
+         "the implementation under test: convgen (its Triton kernels), aten (torch's "
+         "convolution: cuDNN, MIOpen, oneDNN), inductor (torch.compile, max-autotune), or a "
+         "user's MODULE:FUNCTION or FILE.py:FUNCTION (docs/implementations.md); a run another "
+         "implementation cannot compute ends `convgen: unsupported:` with exit status 77",
+         "$CONVGEN_IMPL, else convgen"),
         ("x2", "matrix_cores", switch(), "the matrix-core path (tl.dot); off: the FMA path",
          "off"),
         ("mfma", "matrix_cores", choice({"on": True, "off": False}), "on|off: the same as -x2",
