@@ -45,3 +45,20 @@ def pytest_collection_modifyitems(config, items):
             items[:] = kept
     rank = {name: r for r, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda i: rank.get(getattr(i, "originalname", i.name), len(rank)))   # stable
+
+
+# ---- kernel coverage (scripts/kernel-coverage) ---------------------------------------------
+# Under coverage.py each test's lines are recorded under its own context (its node id), so
+# the report can say which tests reach each kernel line and branch.
+import pytest  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    cov = sys.modules.get("coverage")
+    current = cov.Coverage.current() if cov is not None else None
+    if current is not None:
+        current.switch_context(item.nodeid)
+    yield
+    if current is not None:
+        current.switch_context("")

@@ -66,7 +66,7 @@ def test_aten_3d(capsys):
 
 
 @pytest.mark.parametrize("extra,why", [
-    (["-t", "i8"], "aten has no i8 convolution"),
+    (["-t", "i8"], "aten has no i8 convolution (torch's takes floating types"),
     (["-t", "f16", "-perf_config", "block_m=32,block_n=32,block_k=32,num_warps=4"],
      "-perf_config sets a tile config of convgen's kernels"),
     (["-t", "f16", "-flush_subnormals"], "-flush_subnormals changes what convgen's kernels read"),

@@ -464,7 +464,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except implementations.Unsupported as e:
         # not a failure: lit reports the test UNSUPPORTED with this reason (lit_format.py)
-        print(f"{implementations.UNSUPPORTED_LINE}{one_line(e)}", flush=True)
+        flag = _dialect(argv)[1].spelling(e.field) if e.field else None
+        print(f"{implementations.UNSUPPORTED_LINE}{flag + ' ' if flag else ''}{one_line(e)}",
+              flush=True)
         return implementations.EXIT_UNSUPPORTED
     except BrokenPipeError:
         return quiet_broken_pipe()

@@ -315,9 +315,11 @@ def _other(config: RunConfig, impl, be, say) -> None:
     ko = config.kernel
     given = {"perf_config": bool(ko.perf_config), "tuning_db": ko.tuning_db != "",
              "selector": ko.selector != "", "flush_subnormals": ko.flush_subnormals}
-    why = implementations.convgen_only(given)
-    if why:
-        raise implementations.Unsupported(f"{why}; the {impl.name} implementation has none")
+    field = implementations.convgen_only(given)
+    if field:
+        raise implementations.Unsupported(
+            f"{implementations.CONVGEN_ONLY[field]}; the {impl.name} implementation has none",
+            field=field)
     impl.check(config.problem, be)
     _check_memory(config, None, be)
     say(f"convgen: {config.problem.describe()}")

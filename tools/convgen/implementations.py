@@ -39,17 +39,23 @@ BUILT_IN = ("convgen", "aten", "inductor")
 DEFAULT = "convgen"
 EXIT_UNSUPPORTED = 77   # a run whose implementation does not compute its problem (autotools' skip)
 UNSUPPORTED_LINE = "convgen: unsupported: "   # what such a run prints first (lit_format reads it)
-# flags that configure convgen's own kernels: a run of another implementation that gives one
-# is unsupported (the test asks about a kernel the implementation does not have)
-CONVGEN_ONLY = {"perf_config": "-perf_config sets a tile config of convgen's kernels",
-                "tuning_db": "-tuning_db picks a tile config of convgen's kernels",
-                "selector": "-selector picks a tile config of convgen's kernels",
-                "flush_subnormals": "-flush_subnormals changes what convgen's kernels read"}
+# options (options.py's fields) that configure convgen's own kernels: a run of another
+# implementation given one is unsupported (the test asks about a kernel it does not have);
+# the CLI puts the flag's spelling in front
+CONVGEN_ONLY = {"perf_config": "sets a tile config of convgen's kernels",
+                "tuning_db": "picks a tile config of convgen's kernels",
+                "selector": "picks a tile config of convgen's kernels",
+                "flush_subnormals": "changes what convgen's kernels read"}
 
 
 class Unsupported(Exception):
     """The implementation does not compute this problem (a type, a layout, a direction it
-    lacks): not a failure. The message says why."""
+    lacks): not a failure. The message says why; `field` names the option it is about
+    (the CLI spells its flag first)."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass
@@ -228,7 +234,8 @@ class Aten(Implementation):
 
     def check(self, problem, backend) -> None:
         if problem.dtype.is_int or problem.dtype.is_fp8:
-            raise Unsupported(f"aten has no {problem.dtype.name} convolution")
+            raise Unsupported(f"{self.name} has no {problem.dtype.name} convolution (torch's "
+                              "takes floating types of 16 bits and more)")
 
     def run(self, request: Request) -> None:
         p = request.problem
@@ -237,7 +244,7 @@ class Aten(Implementation):
         _write(p, request.out, result)
 
 
-class Inductor(Implementation):
+class Inductor(Aten):
     """torch.compile(mode="max-autotune") of aten's call. On a GPU the forward direction
     asks for Inductor's Triton conv template alone first (max_autotune_conv_backends
     "TRITON"), so that the template runs wherever it applies; where no template applies,
@@ -253,11 +260,7 @@ class Inductor(Implementation):
         import torch   # deferred: a run loads it
         return f"torch {torch.__version__}, max-autotune, {_torch_libraries(backend.torch_device)} beneath"
 
-    def check(self, problem, backend) -> None:
-        Aten().check(problem, backend)
-
     def run(self, request: Request) -> None:
-        import torch   # deferred: a run loads it
         p = request.problem
         args = _aten_inputs(p, request.inputs)
         key = (repr(p), request.device, request.input_precision,
@@ -385,12 +388,9 @@ def _load(spec: str) -> Callable:
 
 
 def convgen_only(given: dict) -> str | None:
-    """Why a run of another implementation cannot honour the flags given (one that
-    configures convgen's kernels), or None."""
-    for field, why in CONVGEN_ONLY.items():
-        if given.get(field):
-            return why
-    return None
+    """The first option given (of {field: given?}) that configures convgen's kernels, which
+    another implementation cannot honour, or None."""
+    return next((field for field in CONVGEN_ONLY if given.get(field)), None)
 
 
 def matrix_units(backend) -> bool:

@@ -45,6 +45,7 @@ import os
 import re
 import shlex
 import signal
+import sys
 import threading
 import time
 
@@ -251,6 +252,7 @@ class ConvgenTest(lit.formats.ShTest):
     def _inprocess(self, test, parts, execdir, seconds):
         """(exit status of the pipeline, what lit would show of it)."""
         negate, args, merge, check_args = parts
+        _coverage_context(f"lit {test.getFullName()}")
         with _clean_state(test, execdir):
             _warm()   # imports are the worker's, not the test's: never cut by its alarm
             with _alarm(seconds):
@@ -342,6 +344,14 @@ def read_expected_failures(path: str) -> dict[str, list[str]]:
     return out
 
 
+def _coverage_context(name: str) -> None:
+    """Under coverage.py (scripts/kernel-coverage), record what follows as this test's."""
+    cov = sys.modules.get("coverage")
+    current = cov.Coverage.current() if cov is not None else None
+    if current is not None:
+        current.switch_context(name)
+
+
 def _unsupported_run(result):
     """A test through lit's shell whose convgen run said its implementation does not
     compute the problem: UNSUPPORTED, as in the workers (its FileCheck failed on no bits)."""
@@ -358,7 +368,6 @@ def _section(title: str, text: str) -> str:
 
 @contextlib.contextmanager
 def _stdin(text: str):
-    import sys
     saved = sys.stdin
     sys.stdin = io.StringIO(text)
     try:
@@ -404,7 +413,6 @@ def _warm() -> None:
 def _clean_state(test, execdir):
     """The environment, working directory and global seed a fresh convgen process would
     have, put back afterwards; CUDA's cached blocks freed after the run."""
-    import sys
     import warnings
     saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
     os.environ.clear()
@@ -453,7 +461,6 @@ def _call_convgen(args, merge: bool):
             traceback.print_exc()
             status = 1
     if _TORCH_SEED is None:
-        import sys
         if "torch" in sys.modules:
             _TORCH_SEED = sys.modules["torch"].initial_seed()
     return status or 0, out.getvalue(), "" if merge else err.getvalue()
