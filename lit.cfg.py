@@ -309,12 +309,16 @@ inprocess = flag("inprocess")
 comparator = setting("comparator").lower()
 if comparator and comparator not in tolerance.COMPARATORS:
     lit_config.fatal("comparator=%r: expected one of %s" % (comparator, ", ".join(tolerance.COMPARATORS)))
+try:
+    expected_failures = read_expected_failures(EXPECTED_FAILURES)
+except ValueError as e:
+    lit_config.fatal(str(e))
 config.test_format = ConvgenTest(convgen, filecheck_cmd, inprocess=inprocess,
                                  filecheck_inprocess=filecheck_inprocess,
                                  gpu_env=device.visible_devices_variable, gpus=gpus,
                                  record=os.path.abspath(setting("record_runs")) if setting("record_runs") else None,
                                  comparator=comparator,
-                                 expected_failures=read_expected_failures(EXPECTED_FAILURES),
+                                 expected_failures=expected_failures,
                                  list_runs=os.path.abspath(setting("list_runs")) if setting("list_runs") else None)
 lit_config.note("conv-e2e: device %s (%s%s), FileCheck %s, convgen %s%s"
                 % (arch, device.kind, ", %d GPUs" % len(gpus) if len(gpus) > 1 else "",
@@ -326,6 +330,9 @@ if "TRITON_CACHE_DIR" not in config.environment:
 
 # --- the implementation under test -------------------------------------------
 impl = setting("impl") or os.environ.get("E2E_IMPL", "").strip() or "convgen"
+_file, _sep, _function = impl.rpartition(":")
+if _file.endswith(".py"):   # the runs happen in each test's folder: the file from where lit started
+    impl = os.path.abspath(_file) + ":" + _function
 config.environment["CONVGEN_IMPL"] = impl
 features.add("impl-" + (impl if impl in BUILT_IN_IMPLS else "user"))
 if impl != "convgen":

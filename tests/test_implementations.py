@@ -83,6 +83,8 @@ def test_the_environment_names_the_default_implementation(capsys, monkeypatch):
     assert rc == 0 and "implementation aten" in out and bits(out) == "[1 1 1]"
     rc, out, _ = run(capsys, ["--impl", "convgen", "-t", "f32", *ODD, "-pv"])   # the flag wins
     assert rc == 0 and "implementation aten" not in out and "config block_m=" in out
+    # the lab's and the study's runs (cli.parse) test convgen's kernels whatever it says
+    assert cli.parse(["-t", "f32", *ODD, "-pv"]).impl == "convgen"
 
 
 # ---- a user's function: the documented example, a wrong one, one that writes outside ----
@@ -165,11 +167,14 @@ def test_a_plug_in_that_cannot_be_loaded_is_one_error_line(capsys, plugins, spec
     assert "Traceback" not in out + err
 
 
-def test_a_plug_in_file_that_does_not_parse_is_one_error_line(capsys, tmp_path):
+@pytest.mark.parametrize("text,words", [("def f(request:\n", "does not parse"),
+                                        ("undefined_name\n", "raised NameError: name 'undefined_name'")])
+def test_a_plug_in_file_that_does_not_load_is_one_error_line(capsys, tmp_path, text, words):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f(request:\n")
+    bad.write_text(text)
     rc, out, err = run(capsys, ["--impl", f"{bad}:f", "-t", "f32", *ODD, "-pv"])
-    assert rc == 2 and "does not parse" in err and "Traceback" not in err, err
+    assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
 
 
 # ---- Inductor ---------------------------------------------------------------------------

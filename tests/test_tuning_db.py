@@ -749,3 +749,38 @@ def test_a_shared_reader_sees_new_rows_and_follows_a_replaced_file(tmp_path):
     with pytest.raises(ConvgenError, match="does not exist"):
         tuning_db.reader(path)
     tuning_db.close_readers(path)
+
+
+def test_the_key_s_own_triton_version_comes_first_even_with_a_local_suffix(tmp_path):
+    # nearest_version compares major.minor.patch: "3.6.0" and "3.6.0+gitabc" tie there
+    path = str(tmp_path / "t.sqlite")
+    with TuningDB(path) as db:
+        db.set_best({**_key(), "triton": "3.6.0"}, "block_m=32", 2.0, 1.0, "gpu reference [1 1 1]")
+        db.set_best({**_key(), "triton": "3.6.0+gitabc"}, "block_m=64", 1.0, 1.0, "gpu reference [1 1 1]")
+    with TuningDB(path, readonly=True) as db:
+        assert db.best_near({**_key(), "triton": "3.6.0+gitabc"}).config == "block_m=64"
+        assert db.best_near({**_key(), "triton": "3.6.0"}).config == "block_m=32"
+
+
+def test_a_shared_reader_belongs_to_its_thread(tmp_path):
+    import threading
+    from convtune import tuning_db
+    path = str(tmp_path / "t.sqlite")
+    with TuningDB(path) as db:
+        db.set_best(_key(), "block_m=32", 2.0, 1.0, "gpu reference [1 1 1]")
+    mine = tuning_db.reader(path)
+    got = []
+
+    def other():
+        got.append(tuning_db.reader(path).best(_key()).config)
+        tuning_db.close_readers(path)   # its own, not this thread's
+    for _ in range(3):   # thread ids are reused at once: each thread opens its own
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert got == ["block_m=32"] * 3
+    assert tuning_db.reader(path) is mine and mine.best(_key()).config == "block_m=32"
+    with TuningDB(path) as db:   # a writer in this thread still closes this thread's reader
+        db.set_best(_key(), "block_m=64", 1.0, 1.0, "gpu reference [1 1 1]")
+    assert not in_wal_mode(path)
+    tuning_db.close_readers(path)

@@ -253,7 +253,7 @@ class Inductor(Aten):
     name = "inductor"
 
     def __init__(self):
-        self._compiled: dict = {}
+        self._compiled: dict = {}   # the last problem's compiled call and what it ran
         self._ran: str | None = None
 
     def version(self, backend) -> str:
@@ -267,6 +267,9 @@ class Inductor(Aten):
                tuple((tuple(a.shape), a.stride()) for a in args))
         with _Precision(request.input_precision):
             if key not in self._compiled:
+                # compiling resets dynamo, whose caches the earlier calls were: they would
+                # recompile without the settings they were compiled under
+                self._compiled.clear()
                 self._compiled[key] = self._compile(p, args, request.device)
             fn, self._ran = self._compiled[key]
             result = fn(*args)
@@ -380,6 +383,9 @@ def _load(spec: str) -> Callable:
     except SyntaxError as e:
         raise ConvgenError(f"implementation '{spec}': {where} does not parse: {e.msg} (line "
                            f"{e.lineno})", field="impl") from None
+    except Exception as e:   # noqa: BLE001 - the user's module failed as it loaded
+        raise ConvgenError(f"implementation '{spec}': loading {where} raised "
+                           f"{type(e).__name__}: {e}", field="impl") from None
     fn = getattr(module, name, None)
     if not callable(fn):
         raise ConvgenError(f"implementation '{spec}': {where} has no function {name}",

@@ -80,7 +80,10 @@ def open_store(folder: str | None = None, create: bool = True) -> str | None:
     if os.path.exists(path):
         try:
             with TuningDB(path, readonly=True) as db:
-                if db.synced_with() == seen and db.has_shape_index():
+                # an older store without the lookup's index is indexed by its next writer;
+                # where none may write (a read-only cache), it serves as it is, by scans
+                if db.synced_with() == seen and (db.has_shape_index() or not os.access(
+                        os.path.dirname(path), os.W_OK)):
                     _FRESH[path] = seen
                     return path
         except ConvgenError:

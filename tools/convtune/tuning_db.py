@@ -220,38 +220,41 @@ def fold_log(path: str) -> None:
                            "(another process has the database open)", field="tuning_db")
 
 
-_READERS: dict[tuple, tuple[tuple, "TuningDB"]] = {}
+_READERS = threading.local()   # .held: {(path, pid): (file identity, TuningDB)} of this thread
 
 
 def reader(path: str) -> "TuningDB":
-    """A read-only TuningDB of `path` kept open for this process and thread: a run's lookup
+    """A read-only TuningDB of `path` kept open for this thread: a run's lookup
     (picker.pick; lit's in-process runs make thousands) costs 0.03 ms on an open connection,
     where opening one costs ~1 ms (SQLite parses the schema, triggers included, at the first
     statement). Opened again when the file at `path` is another one or was rewritten in
     place (its inode, size or change time differ); rows a writer adds to a file in WAL mode
-    show at the next query. A writer of the same file in this process closes it first
-    (its close folds the log back, which an open reader would stop). Not closed by callers."""
+    show at the next query. A writer of the same file in this thread closes it first (its
+    close folds the log back, which an open reader would stop); another process's writer
+    leaves the log to the last writer out, as with any reader open. Not closed by callers."""
     try:
         st = os.stat(path)
     except OSError:
         return TuningDB(path, readonly=True)   # the error the open gives
     ident = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
-    slot = (os.path.abspath(path), os.getpid(), threading.get_ident())
-    held = _READERS.get(slot)
+    slot = (os.path.abspath(path), os.getpid())
+    readers = _READERS.__dict__.setdefault("held", {})
+    held = readers.get(slot)
     if held is not None and held[0] == ident:
         return held[1]
     if held is not None:
         held[1].close()
     db = TuningDB(path, readonly=True)
-    _READERS[slot] = (ident, db)
+    readers[slot] = (ident, db)
     return db
 
 
 def close_readers(path: str) -> None:
-    """Close this process's shared readers of `path` (a writer of it is closing)."""
-    path = os.path.abspath(path)
-    for slot in [s for s in _READERS if s[0] == path and s[1] == os.getpid()]:
-        _READERS.pop(slot)[1].close()
+    """Close this thread's shared reader of `path` (a writer of it is closing; another
+    thread's connection is that thread's to use, and SQLite refuses it here)."""
+    held = _READERS.__dict__.get("held", {}).pop((os.path.abspath(path), os.getpid()), None)
+    if held is not None:
+        held[1].close()
 
 
 def _statements(script: str) -> list[str]:
@@ -712,7 +715,9 @@ class TuningDB:
         for kernel in kernels:   # the key's own digest first, then the older ones, nearest first
             mine = [r for r in rows if r[0] == kernel]
             if mine:
-                near = nearest_version(key["triton"], [r[1] for r in mine])
+                versions = [r[1] for r in mine]
+                # this very version first (nearest_version compares major.minor.patch only)
+                near = key["triton"] if key["triton"] in versions else nearest_version(key["triton"], versions)
                 row = next(r for r in mine if r[1] == near)
                 return Best(*row[2:], triton=near)
         return None
