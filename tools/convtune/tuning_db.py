@@ -552,7 +552,7 @@ class TuningDB:
 
     def close(self) -> None:
         if not self.readonly and self._finalizer.alive:
-            close_readers(self.path)   # this process's shared readers would keep the log
+            close_readers(self.path)   # this thread's shared reader would keep the log
             try:
                 self.con.execute("PRAGMA busy_timeout=0")
                 self._prune()
