@@ -312,10 +312,7 @@ def execute(config: RunConfig, say=report.say, cache: StageCache | None = None) 
 def _other(config: RunConfig, impl, be, say) -> None:
     """Another implementation than convgen's kernels: flags that configure those kernels
     make the run unsupported; the implementation's own refusal; the `#` lines; memory."""
-    ko = config.kernel
-    given = {"perf_config": bool(ko.perf_config), "tuning_db": ko.tuning_db != "",
-             "selector": ko.selector != "", "flush_subnormals": ko.flush_subnormals}
-    field = implementations.convgen_only(given)
+    field = implementations.convgen_only(config.kernel)
     if field:
         raise implementations.Unsupported(
             f"{implementations.CONVGEN_ONLY[field]}; the {impl.name} implementation has none",

@@ -162,7 +162,7 @@ def _aten_call(problem):
 
     def bwd_data(dy, w):
         shape = in_shape if symmetric else in_padded
-        probe = torch.empty(shape, dtype=dy.dtype, device=dy.device).as_strided(shape, _dense(shape))
+        probe = torch.empty(shape, dtype=dy.dtype, device=dy.device)
         dx = torch.ops.aten.convolution_backward(dy, probe, w, None, stride, padding, dilation, False,
                                                  [0] * spatial, groups, [True, False, False])[0]
         if symmetric:
@@ -179,14 +179,6 @@ def _aten_call(problem):
                                                    False, [0] * spatial, groups,
                                                    [False, True, False])[1]
     return {"fwd": fwd, "bwd_data": bwd_data, "bwd_weight": bwd_weight}[p.direction.name]
-
-
-def _dense(shape) -> tuple:
-    out, step = [], 1
-    for s in reversed(shape):
-        out.append(step)
-        step *= s
-    return tuple(reversed(out))
 
 
 def _to_aten(name: str, t):
@@ -393,10 +385,13 @@ def _load(spec: str) -> Callable:
     return fn
 
 
-def convgen_only(given: dict) -> str | None:
-    """The first option given (of {field: given?}) that configures convgen's kernels, which
-    another implementation cannot honour, or None."""
-    return next((field for field in CONVGEN_ONLY if given.get(field)), None)
+def convgen_only(kernel) -> str | None:
+    """The first option of a run's KernelOptions that configures convgen's kernels and was
+    given (a tuning database or model named, not the default ""), which another
+    implementation cannot honour; None where none was."""
+    given = {"perf_config": bool(kernel.perf_config), "tuning_db": kernel.tuning_db != "",
+             "selector": kernel.selector != "", "flush_subnormals": kernel.flush_subnormals}
+    return next((field for field in CONVGEN_ONLY if given[field]), None)
 
 
 def matrix_units(backend) -> bool:
