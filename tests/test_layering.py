@@ -33,7 +33,7 @@ LAYERS = (
 )
 # The packages on top of the suite, and which of the others each may import.
 PACKAGES = {"convgen": set(), "convtune": {"convgen"}, "convstudy": {"convgen"},
-            "convaudit": {"convgen", "convtune"}}
+            "convaudit": {"convgen", "convtune"}, "convfuzz": {"convgen", "convtune"}}
 HEAVY = ("torch", "triton", "lightgbm", "matplotlib", "numpy")
 
 

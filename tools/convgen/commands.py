@@ -11,8 +11,9 @@ from typing import Callable
 from convgen import optional_module
 from convgen.flags import Table, usage_text
 
-# packages of commands on top of the suite: the tuning lab, the fp16 study, the ISA audit
-PLUGINS = ("convtune.commands", "convstudy.commands", "convaudit.commands")
+# packages of commands on top of the suite: the tuning lab, the fp16 study, the ISA audit,
+# the fuzzer
+PLUGINS = ("convtune.commands", "convstudy.commands", "convaudit.commands", "convfuzz.commands")
 
 
 @dataclass(frozen=True)

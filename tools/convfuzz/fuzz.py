@@ -1,0 +1,273 @@
+"""The search: draw cases (space.py), run each (run.py), and shrink each failure to the
+smallest case that still fails in the same way, then write it as a lit test.
+
+hypothesis does the drawing, the shrinking and the database of failures found. The search
+runs as batches of cases, each one hypothesis run with its own seed taken from the
+fuzzer's: a run of hypothesis stops at its first failure, and the next batch goes on
+from there. A run's outcome is kept by its flags, so a case drawn again (shrinking tries
+many) is not run again.
+
+Reproducible: the same --seed draws the same cases in the same order (with --cases N, the
+same N cases; with --budget, as many of them as the time allows). The database
+(state/examples) is only read by a run without --seed, before its first batch: a failure
+found earlier is tried again first.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shlex
+import time
+from dataclasses import dataclass, field
+
+from convfuzz import space
+from convfuzz.run import KINDS, Outcome, run_case
+
+
+class Failure(Exception):
+    """A case failed; one subclass per kind, so that hypothesis shrinks a wrong result to a
+    smaller wrong result, not to a crash."""
+
+    def __init__(self, flags: tuple):
+        super().__init__(" ".join(flags))
+        self.flags = flags
+
+
+FAILURES = {kind: type(f"{kind.capitalize()}Run", (Failure,), {}) for kind in KINDS}
+
+
+@dataclass
+class Found:
+    flags: tuple          # the shrunk case
+    outcome: Outcome
+    first: tuple          # the case as first drawn
+    case: int             # its number among the cases run
+    shrink_runs: int      # runs spent shrinking it
+    at: float = 0.0       # seconds into the search when it first failed
+    path: str | None = None   # the test file written
+
+
+@dataclass
+class Summary:
+    seed: int
+    cases: int = 0
+    rejected: int = 0         # drawn but not run: declined by the implementation
+    seconds: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    found: list = field(default_factory=list)
+    interrupted: bool = False
+
+    def line(self) -> str:
+        return f"fuzz: {self.cases} cases, {len(self.found)} failures, {self.seconds:.0f} s"
+
+
+BATCH = 25       # cases per hypothesis run
+
+
+def _database(state: str, read: bool):
+    from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase  # hypothesis
+    db = DirectoryBasedExampleDatabase(os.path.join(state, "examples"))
+    if read:
+        return db
+
+    class WriteOnly(ExampleDatabase):
+        """Saves what is found, replays nothing (a seeded run draws only its own cases)."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self._inner = inner
+
+        def fetch(self, key):
+            return iter(())
+
+        def save(self, key, value):
+            self._inner.save(key, value)
+
+        def delete(self, key, value):
+            self._inner.delete(key, value)
+
+        def _start_listening(self):
+            pass
+
+        def _stop_listening(self):
+            pass
+    return WriteOnly(db)
+
+
+def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
+         state: str, out: str, timeout: float = 60.0, shrink_budget: float = 120.0,
+         max_failures: int | None = None, note: str = "", progress=None, limits=None) -> Summary:
+    """Search until `budget` seconds pass or `cases` cases ran (whichever comes first);
+    write each failure found, shrunk, as a test under `out`. `progress(summary)` is
+    called after each case."""
+    import hypothesis  # hypothesis
+    from hypothesis import HealthCheck, Phase, settings
+
+    seeded = seed is not None
+    seed = seed if seeded else random.SystemRandom().randrange(2**32)
+    summary = Summary(seed)
+    rng = random.Random(seed)
+    outcomes: dict[tuple, Outcome] = {}
+    start = summary.started
+    os.makedirs(state, exist_ok=True)
+    log = open(os.path.join(state, "cases.jsonl"), "a")
+    written: set = set()
+
+    def spent() -> bool:
+        return ((budget is not None and time.monotonic() - start >= budget)
+                or (cases is not None and summary.cases >= cases)
+                or (max_failures is not None and len(summary.found) >= max_failures))
+
+    batch = 0
+    try:
+        while not spent():
+            shrink = {"first": None, "case": 0, "since": 0.0, "runs": 0, "last": None, "at": 0.0}
+
+            def check(flags):
+                shrinking = shrink["first"] is not None
+                if not shrinking and spent():
+                    return
+                o = outcomes.get(flags)
+                if o is None:
+                    if shrinking and time.monotonic() - shrink["since"] > shrink_budget:
+                        # out of time to shrink: what is not known fails no more, so the
+                        # smallest failure seen so far is the result
+                        if flags != shrink["last"]:
+                            return
+                    o = outcomes[flags] = run_case(flags, timeout)
+                    log.write(json.dumps({"seed": seed, "shrinking": shrinking, "kind": o.kind,
+                                          "seconds": round(o.seconds, 3), "flags": flags}) + "\n")
+                    log.flush()
+                    if shrinking:
+                        shrink["runs"] += 1
+                    elif o.kind == "unsupported":
+                        summary.rejected += 1
+                    else:
+                        summary.cases += 1
+                        if progress:
+                            progress(summary)
+                if o.kind == "unsupported":
+                    hypothesis.reject()
+                if o.failed:
+                    if not shrinking:
+                        shrink.update(first=flags, case=summary.cases, since=time.monotonic(),
+                                      at=time.monotonic() - start)
+                    shrink["last"] = flags
+                    raise FAILURES[o.kind](flags)
+
+            test = hypothesis.given(strategy)(check)
+            test = settings(max_examples=BATCH, deadline=None, print_blob=False,
+                            database=_database(state, read=not seeded and batch == 0),
+                            suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+                            verbosity=hypothesis.Verbosity.quiet)(test)
+            test = hypothesis.seed(rng.getrandbits(64))(test)
+            try:
+                test()
+            except Failure as e:
+                flags = e.flags
+                found = Found(flags, outcomes[flags], shrink["first"], shrink["case"], shrink["runs"],
+                              shrink["at"])
+                if flags not in written:
+                    written.add(flags)
+                    found.path = write_test(found, out, seed, note, limits)
+                    summary.found.append(found)
+                    if progress:
+                        progress(summary, found)
+            except hypothesis.errors.FlakyFailure:
+                # the failure did not come back when hypothesis ran its case again: keep the
+                # case as drawn, unshrunk
+                flags = shrink["first"]
+                found = Found(flags, outcomes[flags], flags, shrink["case"], shrink["runs"], shrink["at"])
+                if flags not in written:
+                    written.add(flags)
+                    found.path = write_test(found, out, seed, note + " (did not fail again when run again)",
+                                            limits)
+                    summary.found.append(found)
+                    if progress:
+                        progress(summary, found)
+            batch += 1
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        log.close()
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+# ---- the test a failure becomes --------------------------------------------------------
+
+def _value(flags: tuple, name: str, default: str | None = None) -> str | None:
+    return flags[flags.index(name) + 1] if name in flags else default
+
+
+def requires(flags: tuple, limits) -> list[str]:
+    """The lit features a found case needs: an fp8 type, the descriptor kernels, or a GPU
+    for a problem larger than the interpreter's limits."""
+    need = []
+    dtype = _value(flags, "-t", "f32")
+    if dtype.startswith("fp8"):
+        need.append(dtype.replace("_", "-"))
+    if "tma=1" in (_value(flags, "-perf_config") or ""):
+        need.append("tma")
+    if limits is not None and limits != space.INTERPRETER_LIMITS:
+        problem = space.problem_of(flags)
+        macs = problem.n * problem.g * problem.c * problem.k * problem.y * problem.x * problem.z \
+            * problem.ho * problem.wo * problem.do
+        if macs > space.INTERPRETER_LIMITS.macs:
+            need.append("gpu")
+    return need
+
+
+def test_text(found: Found, seed: int, note: str = "", limits=None) -> str:
+    """The lit test of a found failure: what failed, how it was found, the RUN and CHECK
+    lines. The implementation is left out of the RUN line (lit's --param impl picks it)."""
+    flags = list(found.flags)
+    if "-impl" in flags:
+        i = flags.index("-impl")
+        del flags[i:i + 2]
+    what = found.outcome.what()
+    metrics = next((ln.strip() for ln in found.outcome.text.splitlines() if ln.startswith("# RMS=")), "")
+    lines = [f"// Found by `convgen fuzz --seed {seed}`{note}: case {found.case} {found.outcome.kind}, "
+             f"{what}; shrunk in {found.shrink_runs} runs.",
+             "// Reproduce: convgen " + " ".join(shlex.quote(f) for f in found.flags)]
+    if metrics:
+        lines.append("// " + metrics)
+    if found.first != found.flags:
+        lines.append("// As first drawn: " + " ".join(found.first))
+    lines.append("// Before committing: say here why it fails, and fix it or mark it XFAIL.")
+    need = requires(found.flags, limits)
+    if need:
+        lines.append("// REQUIRES: " + ", ".join(need))
+    lines.append("// RUN: %convgen " + " ".join(flags) + " | FileCheck %s")
+    lines.append("// CHECK: [1 1 1]")
+    return "\n".join(lines) + "\n"
+
+
+def test_name(flags: tuple, kind: str) -> str:
+    direction = {"conv2d": "fwd", "conv2d_bwd_data": "bwd_data", "conv2d_bwd_weight": "bwd_weight"}
+    digest = hashlib.sha1(" ".join(flags).encode()).hexdigest()[:8]
+    return f"fuzz_{direction[_value(flags, '--operation')]}_{_value(flags, '-t')}_{kind}_{digest}.mlir"
+
+
+def write_test(found: Found, out: str, seed: int, note: str = "", limits=None) -> str:
+    """Write the test (whole or not at all) and return its path."""
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, test_name(found.flags, found.outcome.kind))
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(test_text(found, seed, note, limits))
+    os.replace(tmp, path)
+    return path
+
+
+def size_of(flags: tuple) -> dict:
+    """How large a case is: its problem's sizes and multiply-adds (what the mutant table
+    reports for a shrunk case)."""
+    p = space.problem_of(flags)
+    return {"n": p.n, "g": p.g, "c": p.c, "k": p.k, "input": [p.di, p.hi, p.wi],
+            "filter": [p.z, p.y, p.x],
+            "macs": p.n * p.g * p.c * p.k * p.z * p.y * p.x * p.do * p.ho * p.wo,
+            "flags": sum(1 for f in flags if f.startswith("-"))}
