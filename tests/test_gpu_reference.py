@@ -83,8 +83,9 @@ def test_bwd_weight_split_over_the_batch():
     _check(p, got, ref)
 
 
-def test_i8_forward_is_exact():
-    p = _problem("fwd", "i8", NHWC, c_total=10, k_total=6, pad=(1, 1, 1, 1))
+@pytest.mark.parametrize("layouts", [NHWC, NCHW], ids=["nhwc", "nchw"])
+def test_i8_forward_is_exact(layouts):
+    p = _problem("fwd", "i8", layouts, c_total=10, k_total=6, pad=(1, 1, 1, 1))
     t = make_inputs(p, DataSpec(seed=3, lo=-128, hi=127), DEVICE)
     out = empty_output(p, DEVICE)
     assert out.dtype == torch.int32

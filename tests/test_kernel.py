@@ -66,9 +66,10 @@ def test_direction_layout_type_path(direction, layout, dtype, use_dot):
 
 
 @pytest.mark.parametrize("use_dot", [True, False], ids=["dot", "fma"])
-def test_i8_forward_is_exact(use_dot):
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_i8_forward_is_exact(use_dot, layout):
     p = make_problem(direction="fwd", dtype=elem_type("i8"), n=3, g=1, c_total=13, k_total=7,
-                     hi=5, wi=6, y=3, x=3, pad=(1, 1, 1, 1), layouts=LAYOUTS["nhwc"])
+                     hi=5, wi=6, y=3, x=3, pad=(1, 1, 1, 1), layouts=LAYOUTS[layout])
     out, ref = _run(p, use_dot)
     assert out.dtype == torch.int32
     assert torch.equal(out.double(), ref)

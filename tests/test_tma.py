@@ -51,6 +51,16 @@ def test_descriptor_kernels_match_float64(direction, dtype, case):
     _check(p, out, ref)
 
 
+@pytest.mark.parametrize("case", ["1x1", "5x3-dilated"])
+def test_bwd_weight_in_one_part_stores_the_gradient_itself(case):
+    """split=1: the one part writes the filter gradient in its own type, no fp32 workspace
+    to sum (the kernel's other store)."""
+    p = _problem("bwd_weight", "f16", **CASES[case])
+    out, ref = _run(p, True, {"tma": 1, "block_m": 16, "block_n": 16, "block_k": 16, "split": 1},
+                    seed=3)
+    _check(p, out, ref)
+
+
 @pytest.mark.parametrize("pixels", ["nhw", "hwn"])
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_1x1_stride_1_takes_its_pixels_as_one_run(direction, pixels):

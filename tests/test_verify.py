@@ -343,9 +343,13 @@ def test_device_pass_matches_cpu_pass(dtype, nonfinite, launches):
     assert _without_rms(dev) == _without_rms(cpu)
 
 
-def test_device_pass_finds_the_worst_elements(launches):
+@pytest.mark.parametrize("layout", ["same strides", "different strides"])
+def test_device_pass_finds_the_worst_elements(launches, layout):
     kern, ref = _random_case(F16, seed=3)
     kern[2, 0, 3, 4, 40] = 50.0                              # in the last, partial block
+    if layout == "different strides":
+        ref = ref.contiguous()
+    assert (kern.stride() == ref.stride()) == (layout == "same strides")
     th = Thresholds(rel=1e-3)
     cpu = _json(verify.verify(kern, ref, F16, th, device_path=False))
     dev = _json(verify.verify(kern.to(DEV), ref.to(DEV), F16, th, device_path=True))
@@ -354,14 +358,16 @@ def test_device_pass_finds_the_worst_elements(launches):
     assert _without_rms(dev) == _without_rms(cpu)
 
 
+@pytest.mark.parametrize("iters", [4, 8])
 @pytest.mark.parametrize("layout", ["contiguous", "same strides", "different strides"])
-def test_device_pass_carries_maxima_across_blocks_and_programs(layout, launches, monkeypatch):
+def test_device_pass_carries_maxima_across_blocks_and_programs(layout, iters, launches, monkeypatch):
     """Small blocks, several per program and several programs: the running maxima, the
-    first index on ties (within a block, across blocks, across programs) and the sums."""
+    first index on ties (within a block, across blocks, across programs) and the sums.
+    With 8 blocks a program, the finish grid has programs past the last column."""
     from convgen.kernels import verify_stats as vs
     monkeypatch.setattr(vs, "ROWS", 16)
     monkeypatch.setattr(vs, "MAX_VEC", 4)
-    monkeypatch.setattr(vs, "ITERS", 4)
+    monkeypatch.setattr(vs, "ITERS", iters)
     monkeypatch.setattr(vs, "MIN_PROGRAMS", 1)
     kern, ref = _random_case(F16, seed=13, n=1200)       # 3*1*4*5*20 = 1200: 5 programs
     for at in ((0, 0, 1, 2, 3), (1, 0, 0, 0, 7), (2, 0, 3, 4, 19)):

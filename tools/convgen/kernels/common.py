@@ -33,22 +33,12 @@ def mac(acc, a, b, USE_DOT: tl.constexpr, INPUT_PRECISION: tl.constexpr,
 
 
 @triton.jit
-def split3(i, D1, D2, FIRST_FASTEST: tl.constexpr, D0):
-    """Split a flat index into (i0, i1, i2) with sizes (D0, D1, D2).
-
-    FIRST_FASTEST puts i0 innermost (e.g. channels for channels-last memory),
-    otherwise i2 is innermost; either way the same (i0, i1, i2) set is covered.
-    """
-    if FIRST_FASTEST:
-        i0 = i % D0
-        t = i // D0
-        i2 = t % D2
-        i1 = t // D2
-    else:
-        i2 = i % D2
-        t = i // D2
-        i1 = t % D1
-        i0 = t // D1
+def split3(i, D1, D2):
+    """Split a flat index into (i0, i1, i2) with sizes (D0, D1, D2), i2 innermost."""
+    i2 = i % D2
+    t = i // D2
+    i1 = t % D1
+    i0 = t // D1
     return i0, i1, i2
 
 

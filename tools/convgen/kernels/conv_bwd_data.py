@@ -70,7 +70,7 @@ def conv_bwd_data_kernel(
         ho_base = (ah + PH - y0 * DH) // SH
         wo_base = (aw + PW - x0 * DW) // SW
         # M -> (n, th, tw): input pixel (ah + th*SH, aw + tw*SW) of this class
-        n_, th, tw = split3(rm, HC, WC, False, N)
+        n_, th, tw = split3(rm, HC, WC)
         m_ok = rm < M
         n_ok = rn < C
         y_row = y_ptr + g * sy_g + n_ * sy_n

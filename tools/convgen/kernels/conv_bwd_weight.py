@@ -79,7 +79,7 @@ def conv_bwd_weight_kernel(
     for r0 in range(r_begin, r_end, BLOCK_K):
         rk = r0 + ks
         # R -> (n, ho, wo): the output pixels this filter element met
-        n_, ho, wo = split3(rk, HO, WO, False, N)
+        n_, ho, wo = split3(rk, HO, WO)
         r_ok = rk < r_end
         a = tl.load(y_row[:, None] + (n_ * sy_n + ho * sy_h + wo * sy_w)[None, :],
                     mask=m_ok[:, None] & r_ok[None, :], other=0.0)

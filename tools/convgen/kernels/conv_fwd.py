@@ -48,7 +48,7 @@ def conv_fwd_kernel(
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # GEMM columns N: output channels
     ks = tl.arange(0, BLOCK_K)
     # M -> (n, ho, wo): one output pixel per GEMM row
-    n_, ho, wo = split3(rm, HO, WO, False, N)
+    n_, ho, wo = split3(rm, HO, WO)
     m_ok = rm < M
     n_ok = rn < K
     hi0 = ho * SH - PH      # input row of filter row 0

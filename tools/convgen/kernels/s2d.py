@@ -141,7 +141,7 @@ def to_depth_kernel(src, dst, N, H, W, C, HD, WD, CD, OFF_H, OFF_W, s_n, s_h, s_
     ok = idx < N * HD * WD * CD
     # dst's flat index -> (n, i, j, cd); cd -> the offset (a, b) in the block and c
     cd = idx % CD
-    n, i, j = split3(idx // CD, HD, WD, False, N)
+    n, i, j = split3(idx // CD, HD, WD)
     c = cd % C
     ab = cd // C
     h = SH * i + ab // SW - OFF_H
@@ -161,7 +161,7 @@ def from_depth_kernel(src, dst, N, H, W, C, HD, WD, CD, OFF_H, OFF_W, d_n, d_h, 
     ok = idx < N * H * W * C
     # dst's flat index -> (n, h, w, c), c fastest
     c = idx % C
-    n, h, w = split3(idx // C, H, W, False, N)
+    n, h, w = split3(idx // C, H, W)
     hh = h + OFF_H
     ww = w + OFF_W
     i = hh // SH
