@@ -5,6 +5,7 @@ import json
 import os
 import shlex
 import sys
+import time
 
 from convgen.commands import Command
 from convgen.errors import ConvgenError
@@ -49,8 +50,8 @@ FUZZ_FLAGS = flag_table(
 
 def _fuzz(name: str, args: list[str]) -> int:
     values = scan(list(args), FUZZ_FLAGS)
-    from convfuzz import fuzz, space  # hypothesis
-    from convgen import backend, implementations
+    from convfuzz import fuzz, space  # hypothesis, and the run's torch and Triton
+    from convgen import backend, implementations  # torch, to find the device
     impl = values.get("impl") or os.environ.get("CONVGEN_IMPL") or "convgen"
     implementations.resolve(impl)   # a bad name: one error line before the search starts
     backend.ensure_interpreter_if_no_gpu()
@@ -82,7 +83,6 @@ def _fuzz(name: str, args: list[str]) -> int:
             print("  reproduce: convgen " + " ".join(shlex.quote(f) for f in found.flags), flush=True)
         if bar is None:
             return
-        import time
         if cases:
             bar.n = summary.cases
         else:

@@ -103,7 +103,7 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
     write each failure found, shrunk, as a test under `out`. `progress(summary)` is
     called after each case."""
     import hypothesis  # hypothesis
-    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis import HealthCheck, Phase, settings  # hypothesis
 
     seeded = seed is not None
     seed = seed if seeded else random.SystemRandom().randrange(2**32)

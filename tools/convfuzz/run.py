@@ -13,6 +13,7 @@ import io
 import re
 import signal
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -70,7 +71,6 @@ def _limit(seconds: float):
 
 def run_case(flags, timeout: float = 60.0) -> Outcome:
     """Run `convgen FLAGS` here; its output is captured, not printed."""
-    import time
     out = io.StringIO()
     t0 = time.perf_counter()
     status = None

@@ -17,7 +17,7 @@ failure keeps only what it needs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from convgen import dtypes
 from convgen.backend import Backend
@@ -34,6 +34,7 @@ DIGIT = {"d": "2", "h": "0", "w": "1", "z": "2", "y": "0", "x": "1"}
 DATA = {"default": (), "away": ("-rand_min", "1", "-rand_max", "3", "-rand_both_signs"),
         "int": ("-rand_type", "int")}
 REFERENCES = {"cpu": ("-pv",), "gpu": ("-pv_with_gpu",), "both": ("-pv", "-pv_with_gpu")}
+LAYOUT_STYLES = ("logical", "channels last", "any")
 FLAG_OF_LAYOUT = {"input": "-in_layout", "filter": "-fil_layout", "output": "-out_layout"}
 
 
@@ -93,17 +94,32 @@ def _out(a: dict) -> int:
     return (a["size"] + a["pad_l"] + a["pad_r"] - a["dil"] * (a["fil"] - 1) - 1) // a["stride"] + 1
 
 
-def _layout(draw, st, tensor: str, dims: int) -> str:
-    """A permutation of the tensor's letters, shrinking toward the logical order; `g`
-    written out at a drawn place or left for convgen to put before the channels; the
-    spatial dimensions as letters or digits."""
+def _layout(draw, st, tensor: str, dims: int, style: str) -> str:
+    """The tensor's layout in a style: the logical order (nchw, kcyx, nkhw), channels
+    last (nhwc, kyxc, nhwk: what the descriptor kernels need), or any permutation of the
+    letters, shrinking toward the logical order; then `g` written out at a drawn place or
+    left for convgen to put before the channels, and the spatial dimensions as letters or
+    digits."""
     letters = [ch for ch in LETTERS[tensor] if dims == 3 or ch not in "dz"]
-    order = list(draw(st.permutations(letters)))
+    if style == "logical":
+        order = letters
+    elif style == "channels last":
+        order = letters[:1] + letters[2:] + letters[1:2]
+    else:
+        order = list(draw(st.permutations(letters)))
     if draw(st.booleans()):
         order.insert(draw(st.integers(0, len(order))), "g")
     if draw(st.booleans()):
         order = [DIGIT.get(ch, ch) for ch in order]
     return "".join(order)
+
+
+def _channels(st, most: int):
+    """A channel count up to `most`: any, or a multiple of 8 (the aligned rows the
+    descriptor kernels and the wide loads need)."""
+    if most < 8:
+        return st.integers(1, most)
+    return st.one_of(st.integers(1, most), st.integers(1, most // 8).map(lambda v: 8 * v))
 
 
 def case_strategy(backend: Backend, limits: Limits = INTERPRETER_LIMITS, impl: str = "convgen",
@@ -140,16 +156,17 @@ def case_strategy(backend: Backend, limits: Limits = INTERPRETER_LIMITS, impl: s
         c_most = min(limits.channels, limits.macs // (n * g * volume * taps),
                      limits.elements // (n * g * inputs), limits.elements // (g * taps))
         assume(c_most >= 1)
-        c = draw(st.integers(1, c_most))
+        c = draw(_channels(st, c_most))
         k_most = min(limits.channels, limits.macs // (n * g * c * volume * taps),
                      limits.elements // (n * g * volume), limits.elements // (g * c * taps))
         assume(k_most >= 1)
-        k = draw(st.integers(1, k_most))
+        k = draw(_channels(st, k_most))
         flags = ["--operation", direction, "-t", dtype]
         if impl != "convgen":
             flags += ["-impl", impl]
+        style = draw(st.sampled_from(LAYOUT_STYLES))
         for tensor in ("input", "filter", "output"):
-            lay = _layout(draw, st, tensor, dims)
+            lay = _layout(draw, st, tensor, dims, style)
             flags += [FLAG_OF_LAYOUT[tensor], lay]
         flags += ["-batchsize", str(n), "-groupsize", str(g), "-in_channels", str(g * c),
                   "-out_channels", str(g * k)]
@@ -193,14 +210,19 @@ def problem_of(flags) -> "object":
 def tile_configs(backend: Backend):
     """`configs(problem, use_dot)` for case_strategy: the configs of the device's tuning
     space (convtune.space, the rule's first) that convgen takes for the path, as
-    -perf_config text; on the FMA path smaller tiles of the rule's config join them."""
-    from dataclasses import replace
-
-    from convgen.kernels import config as kc
+    -perf_config text; on the FMA path smaller tiles of the rule's config join them. A
+    3-D problem takes its depth slices' configs."""
+    from convgen.kernels import config as kc  # Triton: the kernels' module
     from convtune import space  # the tuning lab's space: the fuzzer sits on top of both
 
     def configs(problem, use_dot: bool) -> list[str]:
-        candidates = list(space.configs(problem, backend))
+        if problem.is_3d:
+            # a 3-D problem runs its 2-D depth slices' pointer kernels (picks._select_3d):
+            # the slices' configs, without the descriptor kernels or a fold
+            problem = problem.depth_slice()
+            candidates = [c for c in space.configs(problem, backend) if not (c.tma or c.s2d)]
+        else:
+            candidates = list(space.configs(problem, backend))
         if not use_dot:
             base = kc.default_config(problem, backend, False)
             if not base.direct:
