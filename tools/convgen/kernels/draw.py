@@ -35,10 +35,12 @@ def uniform_kernel(out_ptr, numel, seed, lo, span, count,
     mask = offs < numel
     w0, w1, _, _ = tl.randint4x(seed, offs)
     if INT:
-        # tl.cast, not .to(): a GPU launch passes an integer argument equal to 1 as a
-        # constant, which has no .to() (integer draws with -rand_min 1, or lo == hi)
-        x = (tl.cast(lo, tl.int64) + ((w0.to(tl.uint64) * tl.cast(count, tl.uint64)) >> 32)
-             .to(tl.int64)).to(tl.float64)
+        # widened by adding zeros, not with .to(): a GPU launch passes an integer argument
+        # equal to 1 as a constant, which has no .to() (integer draws with -rand_min 1, or
+        # lo == hi)
+        lo64 = lo + tl.zeros([BLOCK], dtype=tl.int64)
+        count64 = count + tl.zeros([BLOCK], dtype=tl.uint64)
+        x = (lo64 + ((w0.to(tl.uint64) * count64) >> 32).to(tl.int64)).to(tl.float64)
     else:
         r = (w0 >> 8).to(tl.float32) * 5.9604644775390625e-08   # 2^-24: exact
         x = lo + r * span
