@@ -232,6 +232,14 @@ def test_cases_the_implementation_declines_are_drawn_again(capsys, tmp_path, pla
     assert rec["rejected"] > 0   # not failures, and not counted as cases
 
 
+def test_an_implementation_that_declines_everything_is_one_error_line(capsys, tmp_path, planted):
+    rc = cli.main(["fuzz", "--quiet", "--state", str(tmp_path / "state"), "--cases", "5", "--seed",
+                   "1", "--operations", "conv2d_bwd_data", "--impl", f"{planted}:fwd_only"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert err.startswith("convgen: error:") and "declined every case drawn" in err
+
+
 def test_a_traceback_is_a_crash(monkeypatch):
     def broken(argv):
         raise IndexError("tile index out of range")

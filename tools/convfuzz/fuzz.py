@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from convfuzz import space
 from convfuzz.run import KINDS, Outcome, run_case
+from convgen.errors import ConvgenError
 
 
 class Failure(Exception):
@@ -64,6 +65,11 @@ class Summary:
 
 
 BATCH = 25       # cases per hypothesis run
+DECLINED_ALONE = 30   # declined cases before the first that ran: the implementation runs none
+
+
+class _AllDeclined(BaseException):
+    """Ends the search from inside hypothesis' run (a BaseException passes through it)."""
 
 
 def _database(state: str, read: bool):
@@ -149,6 +155,8 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
                         if progress:
                             progress(summary)
                 if o.kind == "unsupported":
+                    if not summary.cases and summary.rejected >= DECLINED_ALONE:
+                        raise _AllDeclined()
                     hypothesis.reject()
                 if o.failed:
                     if not shrinking:
@@ -176,7 +184,14 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
                     summary.found.append(found)
                     if progress:
                         progress(summary, found)
-            except hypothesis.errors.FlakyFailure:
+            except (_AllDeclined, hypothesis.errors.Unsatisfiable):
+                if not summary.cases:
+                    raise ConvgenError(
+                        f"the implementation declined every case drawn ({summary.rejected}): "
+                        "narrow the space to what it runs (--types, --operations)") from None
+            except hypothesis.errors.Flaky:
+                if shrink["first"] is None:
+                    raise
                 # the failure did not come back when hypothesis ran its case again: keep the
                 # case as drawn, unshrunk
                 flags = shrink["first"]
