@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -243,13 +242,13 @@ def test_an_implementation_that_declines_everything_is_one_error_line(capsys, tm
 def test_a_traceback_is_a_crash(monkeypatch):
     def broken(argv):
         raise IndexError("tile index out of range")
-    monkeypatch.setattr(run.cli, "main", broken)
+    monkeypatch.setattr(cli, "main", broken)
     o = run.run_case(("--operation", "conv2d"))
     assert o.kind == "crashed" and o.failed and "IndexError: tile index out of range" in o.what()
 
 
 def test_a_run_without_a_verdict_is_a_crash(monkeypatch):
-    monkeypatch.setattr(run.cli, "main", lambda argv: print("# no bits") or 0)
+    monkeypatch.setattr(cli, "main", lambda argv: print("# no bits") or 0)
     assert run.run_case(("-pv",)).kind == "crashed"
 
 

@@ -28,7 +28,8 @@ LAYERS = (
                                            "convgen.kernels.launch", "convgen.implementations", "convgen.reference",
                                            "convgen.kernels.gpu_reference", "convgen.verify")),
     ("the run", ("convgen.picks", "convgen.driver", "convgen.compare", "convgen.commands")),
-    ("front ends", ("convgen.run_flags", "convgen.cli", "convgen.split_test", "convgen.lit_format",
+    ("front ends", ("convgen.run_flags", "convgen.cli", "convgen.in_process", "convgen.split_test",
+                    "convgen.lit_format",
                     "convgen.run_lit", "convgen.__main__")),
 )
 # The packages on top of the suite, and which of the others each may import.

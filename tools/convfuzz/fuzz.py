@@ -172,18 +172,21 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
                             phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
                             verbosity=hypothesis.Verbosity.quiet)(test)
             test = hypothesis.seed(rng.getrandbits(64))(test)
+            def keep(flags: tuple, first: tuple, why: str = "") -> None:
+                """A found failure, written once however often it is found."""
+                if flags in written:
+                    return
+                written.add(flags)
+                found = Found(flags, outcomes[flags], first, shrink["case"], shrink["runs"], shrink["at"])
+                found.path = write_test(found, out, seed, note + why, limits)
+                summary.found.append(found)
+                if progress:
+                    progress(summary, found)
+
             try:
                 test()
             except Failure as e:
-                flags = e.flags
-                found = Found(flags, outcomes[flags], shrink["first"], shrink["case"], shrink["runs"],
-                              shrink["at"])
-                if flags not in written:
-                    written.add(flags)
-                    found.path = write_test(found, out, seed, note, limits)
-                    summary.found.append(found)
-                    if progress:
-                        progress(summary, found)
+                keep(e.flags, shrink["first"])
             except (_AllDeclined, hypothesis.errors.Unsatisfiable):
                 if not summary.cases:
                     raise ConvgenError(
@@ -194,15 +197,7 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
                     raise
                 # the failure did not come back when hypothesis ran its case again: keep the
                 # case as drawn, unshrunk
-                flags = shrink["first"]
-                found = Found(flags, outcomes[flags], flags, shrink["case"], shrink["runs"], shrink["at"])
-                if flags not in written:
-                    written.add(flags)
-                    found.path = write_test(found, out, seed, note + " (did not fail again when run again)",
-                                            limits)
-                    summary.found.append(found)
-                    if progress:
-                        progress(summary, found)
+                keep(shrink["first"], shrink["first"], " (did not fail again when run again)")
             batch += 1
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -228,10 +223,7 @@ def requires(flags: tuple, limits) -> list[str]:
     if "tma=1" in (_value(flags, "-perf_config") or ""):
         need.append("tma")
     if limits is not None and limits != space.INTERPRETER_LIMITS:
-        problem = space.problem_of(flags)
-        macs = problem.n * problem.g * problem.c * problem.k * problem.y * problem.x * problem.z \
-            * problem.ho * problem.wo * problem.do
-        if macs > space.INTERPRETER_LIMITS.macs:
+        if space.problem_of(flags).flops // 2 > space.INTERPRETER_LIMITS.macs:
             need.append("gpu")
     return need
 
@@ -262,9 +254,9 @@ def test_text(found: Found, seed: int, note: str = "", limits=None) -> str:
 
 
 def test_name(flags: tuple, kind: str) -> str:
-    direction = {"conv2d": "fwd", "conv2d_bwd_data": "bwd_data", "conv2d_bwd_weight": "bwd_weight"}
+    p = space.problem_of(flags)
     digest = hashlib.sha1(" ".join(flags).encode()).hexdigest()[:8]
-    return f"fuzz_{direction[_value(flags, '--operation')]}_{_value(flags, '-t')}_{kind}_{digest}.mlir"
+    return f"fuzz_{p.direction.name}_{p.dtype.name}_{kind}_{digest}.mlir"
 
 
 def write_test(found: Found, out: str, seed: int, note: str = "", limits=None) -> str:
@@ -284,5 +276,5 @@ def size_of(flags: tuple) -> dict:
     p = space.problem_of(flags)
     return {"n": p.n, "g": p.g, "c": p.c, "k": p.k, "input": [p.di, p.hi, p.wi],
             "filter": [p.z, p.y, p.x],
-            "macs": p.n * p.g * p.c * p.k * p.z * p.y * p.x * p.do * p.ho * p.wo,
+            "macs": p.flops // 2,
             "flags": sum(1 for f in flags if f.startswith("-"))}

@@ -8,19 +8,20 @@ another case.
 """
 from __future__ import annotations
 
-import contextlib
 import io
-import re
-import signal
-import threading
 import time
-import traceback
 from dataclasses import dataclass
 
-from convgen import cli, implementations
+from convgen import implementations, in_process
+from convgen.report import BITS_LINE
 
-BITS = re.compile(r"^\[([01])((?: [01])*)\]\s*$", re.M)
 KINDS = ("wrong", "crashed", "refused", "hung")
+
+
+def _bits(text: str) -> str | None:
+    """The run's last bits line, `[1 0 1]`, or None."""
+    lines = [ln for ln in text.splitlines() if BITS_LINE.match(ln)]
+    return lines[-1] if lines else None
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,7 @@ class Outcome:
     def what(self) -> str:
         """One line: how the run failed."""
         if self.kind == "wrong":
-            bits = BITS.findall(self.text)[-1]
-            return f"bits [{bits[0]}{bits[1]}]"
+            return f"bits {_bits(self.text)}"
         if self.kind == "hung":
             return f"no result in {self.seconds:.0f} s"
         lines = [ln for ln in self.text.strip().splitlines() if ln.strip()]
@@ -47,44 +47,15 @@ class Outcome:
         return lines[-1] if lines else f"exit status {self.status}"
 
 
-class _Timeout(BaseException):
-    """Raised in the main thread when a run's time is up (not an Exception, so that no
-    handler of convgen's catches it)."""
-
-
-@contextlib.contextmanager
-def _limit(seconds: float):
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _Timeout()
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def run_case(flags, timeout: float = 60.0) -> Outcome:
     """Run `convgen FLAGS` here; its output is captured, not printed."""
     out = io.StringIO()
     t0 = time.perf_counter()
-    status = None
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            with _limit(timeout):
-                status = cli.main(list(flags))
-        except _Timeout:
-            status = -1
-        except SystemExit as e:
-            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except Exception:   # a bug: its traceback, as the process would print it
-            traceback.print_exc()
-            status = 1
+    try:
+        with in_process.time_limit(timeout):
+            status = in_process.run(flags, out, out)
+    except in_process.TimeUp:
+        status = -1
     seconds = time.perf_counter() - t0
     text = out.getvalue()
     if status == -1:
@@ -96,9 +67,9 @@ def run_case(flags, timeout: float = 60.0) -> Outcome:
     elif status:
         kind = "crashed"
     else:
-        bits = BITS.findall(text)
-        if not bits:
+        bits = _bits(text)
+        if bits is None:
             kind = "crashed"   # exit 0 without a verdict: -pv is always given
         else:
-            kind = "wrong" if "0" in (bits[-1][0] + bits[-1][1]) else "passed"
-    return Outcome(kind, status or 0, text, seconds)
+            kind = "wrong" if "0" in bits else "passed"
+    return Outcome(kind, status, text, seconds)

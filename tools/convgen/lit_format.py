@@ -44,9 +44,7 @@ import multiprocessing
 import os
 import re
 import shlex
-import signal
 import sys
-import threading
 import time
 
 import lit.formats
@@ -54,19 +52,16 @@ import lit.Test
 import lit.TestRunner as runner
 from lit.ShUtil import Pipeline, Seq, ShParser
 
-from convgen import REPO_ROOT, cli
+from convgen import REPO_ROOT, in_process
 from convgen.cli import setting_words
 from convgen.implementations import EXIT_UNSUPPORTED, UNSUPPORTED_LINE
+from convgen.report import BITS_LINE
 
 _MERGE = ((">&", 2), "1")          # 2>&1 as lit's parser gives it
 _STATEFUL = ("cd", "export", "unset", "set")
 _METRIC = re.compile(r"\b(RMS|maxAbsDiff|maxRelDiff)=([-+0-9.eE]+|inf|nan)")
-_BITS = re.compile(r"^\[[01]( [01])*\]$")
 
 
-class _Timeout(BaseException):
-    """The per-test alarm: a BaseException, so that no `except Exception` in the code under
-    test swallows it."""
 
 
 class ConvgenTest(lit.formats.ShTest):
@@ -232,7 +227,7 @@ class ConvgenTest(lit.formats.ShTest):
                     break
             else:
                 code = flush_shell()
-        except _Timeout:
+        except in_process.TimeUp:
             code, timed_out = 1, f"Reached timeout of {timeout} seconds"
             log.append(f"# error: the test ran past its timeout of {timeout} s\n")
             # what the run left half done (a lock, a stream, a cache) stays in this worker:
@@ -255,7 +250,7 @@ class ConvgenTest(lit.formats.ShTest):
         _coverage_context(f"lit {test.getFullName()}")
         with _clean_state(test, execdir):
             _warm()   # imports are the worker's, not the test's: never cut by its alarm
-            with _alarm(seconds):
+            with in_process.time_limit(seconds):
                 status, out, err = _call_convgen(args, merge)
         if self.record:
             _append(self.record, run_record(args, status, out, err, test.getFullName()))
@@ -264,7 +259,7 @@ class ConvgenTest(lit.formats.ShTest):
                                    if line.startswith(UNSUPPORTED_LINE))
         if negate:
             status = 0 if status else 1
-        with _alarm(seconds):
+        with in_process.time_limit(seconds):
             check_status, check_out, check_err = self._filecheck(check_args, out, test, execdir)
         text = ""
         if status or check_status:
@@ -376,24 +371,6 @@ def _stdin(text: str):
         sys.stdin = saved
 
 
-@contextlib.contextmanager
-def _alarm(seconds):
-    """Raise _Timeout in this (the worker's main) thread when `seconds` pass."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _Timeout()
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 _TORCH_SEED = None
 _TAINTED = False      # a run of this worker was stopped by its timeout
 
@@ -451,19 +428,11 @@ def _call_convgen(args, merge: bool):
     global _TORCH_SEED
     out = io.StringIO()
     err = out if merge else io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = cli.main(list(args))
-        except SystemExit as e:
-            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except Exception:   # a bug: its traceback and status 1, as the process would give
-            import traceback
-            traceback.print_exc()
-            status = 1
+    status = in_process.run(args, out, err)
     if _TORCH_SEED is None:
         if "torch" in sys.modules:
             _TORCH_SEED = sys.modules["torch"].initial_seed()
-    return status or 0, out.getvalue(), "" if merge else err.getvalue()
+    return status, out.getvalue(), "" if merge else err.getvalue()
 
 
 def rerun_command(path: str) -> str:
@@ -487,7 +456,7 @@ def run_record(argv, status: int, stdout: str, stderr: str, test: str | None = N
     bits line, last metrics line and error line; and, for benchmarks/bench_suite.py, the
     lit test it belongs to and the seconds of its stages (the `# convgen: time` line)."""
     lines = stdout.splitlines()
-    bits = [ln for ln in lines if _BITS.match(ln)]
+    bits = [ln for ln in lines if BITS_LINE.match(ln)]
     metrics = [ln for ln in lines if ln.startswith("# RMS=")]
     stages = next((ln for ln in lines if ln.startswith("# convgen: time ")), "")
     return {"args": " ".join(argv), "argv": list(argv), "rc": status,

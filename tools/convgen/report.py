@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -43,6 +44,9 @@ FAR_ULPS_SHARE = 0.01   # more than this share of elements > 10 ULPs off: widesp
 
 def bits_line(bits) -> str:
     return "[" + " ".join(str(int(b)) for b in bits) + "]"
+
+
+BITS_LINE = re.compile(r"^\[[01]( [01])*\]$")   # a line bits_line wrote
 
 
 def _g(x: float) -> str:
