@@ -118,6 +118,7 @@ def test_every_drawn_case_is_a_valid_problem_within_the_limits():
         if text:   # a config of the space, taken for this problem and path as it is
             cfg = kc.choose(p, backend.INTERPRETER, "-x2" in flags, kc.from_text(text))
             kc.validate(cfg, p, backend.INTERPRETER, "-x2" in flags)
+        assert space.interpreter_steps(flags, backend.INTERPRETER) <= lim.steps
 
 
 def test_the_draws_reach_the_corners_of_the_space():
@@ -142,10 +143,50 @@ def test_the_draws_reach_the_corners_of_the_space():
         "both references": {"-pv" in f for f in draws} == {True, False},
         "a tile config": any("-perf_config" in f for f in draws),
         "a direct config": any("direct=1" in (flag(f, "-perf_config") or "") for f in draws),
+        "a descriptor config": any("tma=1" in (flag(f, "-perf_config") or "") for f in draws),
+        "a folded config": any("s2d=" in (flag(f, "-perf_config") or "") for f in draws),
+        "strided direct kernels": any(p.g > 1 and max(p.c, p.k) <= kc.MAX_GROUP_CHANNELS
+                                      and p.stride_h > 1 for p in problems),
         "the data ranges": {tuple(d for d in space.DATA if space.DATA[d] and space.DATA[d][0] in f)
                             for f in draws} >= {(), ("away",), ("int",)},
     }
     assert [k for k, v in seen.items() if not v] == []
+
+
+def test_the_shaped_forms_draw_what_their_kernels_take():
+    """The descriptor form draws what the descriptor kernels run (one group, channels
+    last, 16-bit floats, matrix cores, a tma or fold config); the direct form groups of
+    at most the direct kernels' channels."""
+    assert space.DIRECT_CHANNELS == kc.MAX_GROUP_CHANNELS
+    shaped = [f for f in _draws(200) if re.search(r"tma=1|s2d=", flag(f, "-perf_config") or "")]
+    assert len(shaped) >= 10
+    for f in shaped:
+        p = cli.parse(list(f)).problem
+        assert p.g == 1 and p.dtype.name in space.DESCRIPTOR_TYPES and "-x2" in f
+        assert all(p.layouts[t].endswith(ch) for t, ch in (("input", "c"), ("output", "k")))
+
+
+def test_loop_steps_count_each_kernel_forms_loops():
+    """The interpreter's cost estimate, by hand for each form: a GEMM tile steps through
+    its reduction (one element on FMA, block_k on matrix cores), a direct program through
+    rows x channels x taps, and a 3-D problem launches once per filter depth tap."""
+    from convgen.kernels.geometry import loop_steps
+    be = backend.INTERPRETER
+    fwd = cli.parse("-t f32 -batchsize 2 -in_channels 12 -out_channels 20 -in_h 9 -in_w 7 "
+                    "-fil_h 3 -fil_w 3".split()).problem          # M = 2*7*5, N = 20, K = 108
+    cfg = kc.choose(fwd, be, False, {"block_m": 32, "block_n": 16, "block_k": 1})
+    assert loop_steps(fwd, cfg, False) == 3 * 2 * 108
+    cfg = kc.choose(fwd, be, True, {"block_m": 32, "block_n": 16, "block_k": 16})
+    assert loop_steps(fwd, cfg, True) == 3 * 2 * 7
+    grouped = cli.parse("-t f32 -batchsize 2 -groupsize 4 -in_channels 12 -out_channels 8 "
+                        "-in_h 9 -in_w 7 -fil_h 3 -fil_w 3".split()).problem   # c = 3, k = 2
+    cfg = kc.choose(grouped, be, False, {"direct": 1, "block_m": 4, "block_n": 8})
+    assert loop_steps(grouped, cfg, False) == 2 * 7 * 2 * 1 * 3 * 9   # n*ho*(wo/4)*(gk/8)*c*taps
+    cube = cli.parse("-t f32 -batchsize 1 -in_channels 12 -out_channels 20 -in_d 4 -in_h 9 -in_w 7 "
+                     "-fil_d 2 -fil_h 3 -fil_w 3 -in_layout ncdhw -fil_layout kczyx -out_layout nkdhw"
+                     .split()).problem    # 3 depths, 2 taps
+    cfg = kc.choose(cube.depth_slice(), be, False, {"block_m": 32, "block_n": 16, "block_k": 1})
+    assert loop_steps(cube, cfg, False) == 2 * (4 * 2 * 108)   # slices of 3 images: M = 105
 
 
 def test_another_implementation_is_given_no_tile_config():

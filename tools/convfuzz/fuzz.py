@@ -72,6 +72,11 @@ class _AllDeclined(BaseException):
     """Ends the search from inside hypothesis' run (a BaseException passes through it)."""
 
 
+class _ShrinkSpent(BaseException):
+    """Ends a shrink at its time limit from inside hypothesis' run: the last failure seen
+    (hypothesis tries only cases smaller than its best) is the result."""
+
+
 def _database(state: str, read: bool):
     from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase  # hypothesis
     db = DirectoryBasedExampleDatabase(os.path.join(state, "examples"))
@@ -135,13 +140,10 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
                 shrinking = shrink["first"] is not None
                 if not shrinking and spent():
                     return
+                if shrinking and time.monotonic() - shrink["since"] > shrink_budget:
+                    raise _ShrinkSpent()
                 o = outcomes.get(flags)
                 if o is None:
-                    if shrinking and time.monotonic() - shrink["since"] > shrink_budget:
-                        # out of time to shrink: what is not known fails no more, so the
-                        # smallest failure seen so far is the result
-                        if flags != shrink["last"]:
-                            return
                     o = outcomes[flags] = run_case(flags, timeout)
                     log.write(json.dumps({"seed": seed, "shrinking": shrinking, "kind": o.kind,
                                           "seconds": round(o.seconds, 3), "flags": flags}) + "\n")
@@ -158,6 +160,8 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
                     if not summary.cases and summary.rejected >= DECLINED_ALONE:
                         raise _AllDeclined()
                     hypothesis.reject()
+                if o.failed and not shrinking and flags in written:
+                    return   # a failure found and written already: drawn again, not new
                 if o.failed:
                     if not shrinking:
                         shrink.update(first=flags, case=summary.cases, since=time.monotonic(),
@@ -187,6 +191,8 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
                 test()
             except Failure as e:
                 keep(e.flags, shrink["first"])
+            except _ShrinkSpent:
+                keep(shrink["last"], shrink["first"], f" (shrinking stopped at its {shrink_budget:g} s limit)")
             except (_AllDeclined, hypothesis.errors.Unsatisfiable):
                 if not summary.cases:
                     raise ConvgenError(

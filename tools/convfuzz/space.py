@@ -8,11 +8,22 @@ padding (also wider than the filter), stride, dilation, batch, the kernel path (
 cores or FMA), either reference, data ranges, and a tile config from the device's space
 (convtune.space, the space `convgen tune` measures) or the rule's.
 
+Some kernels take only a narrow corner of that space, which free draws seldom hit: the
+descriptor kernels and the stride fold (one group, channels last, 16-bit floats, the
+matrix-core path, a tma or s2d config) and the direct kernels (groups of at most 8
+channels). A case is drawn in one of three forms: free, or shaped for one of those kernel
+families on purpose.
+
+On the interpreter a case's time follows the loop steps its kernel launches run (a step
+is a few whole-tile operations, a few milliseconds): `Limits.steps` bounds them
+(geometry.loop_steps), so that the search spends its time on many small cases rather than
+a few slow ones.
+
 hypothesis shrinks what it draws toward the simplest choice: integers toward their
 minimum, a list's choice toward its first entry, a permutation toward the order given.
-So every list here puts the plain case first (forward, f32, the default layouts, no
-padding, stride 1, the FMA path, the CPU reference, the rule's config) and a shrunk
-failure keeps only what it needs.
+So every list here puts the plain case first (the free form, forward, f32, the default
+layouts, no padding, stride 1, the FMA path, the CPU reference, the rule's config) and a
+shrunk failure keeps only what it needs.
 """
 from __future__ import annotations
 
@@ -35,6 +46,10 @@ DATA = {"default": (), "away": ("-rand_min", "1", "-rand_max", "3", "-rand_both_
         "int": ("-rand_type", "int")}
 REFERENCES = {"cpu": ("-pv",), "gpu": ("-pv_with_gpu",), "both": ("-pv", "-pv_with_gpu")}
 LAYOUT_STYLES = ("logical", "channels last", "any")
+# how a case is drawn: freely, or shaped for the direct kernels or the descriptor kernels
+FORMS = ("free", "direct", "descriptor")
+DESCRIPTOR_TYPES = ("f16", "bf16")
+DIRECT_CHANNELS = 8   # per group: kernels.config.MAX_GROUP_CHANNELS (test_fuzz checks it)
 FLAG_OF_LAYOUT = {"input": "-in_layout", "filter": "-fil_layout", "output": "-out_layout"}
 
 
@@ -55,11 +70,12 @@ class Limits:
     elements: int = 20_000     # of each tensor
     pixels: int = 96           # output pixels of the batch: bwd_weight's reduction, which
                                # the interpreter's FMA path walks one step at a time
+    steps: int | None = 500    # the kernels' loop steps (interpreter_steps); None: none
 
 
 INTERPRETER_LIMITS = Limits()
 GPU_LIMITS = Limits(batch=8, groups=8, channels=48, size=40, filter=7, macs=50_000_000,
-                    elements=2_000_000, pixels=100_000)
+                    elements=2_000_000, pixels=100_000, steps=None)
 
 
 def types_of(backend: Backend, direction: str) -> list[str]:
@@ -135,17 +151,29 @@ def case_strategy(backend: Backend, limits: Limits = INTERPRETER_LIMITS, impl: s
     import hypothesis.strategies as st  # hypothesis: only the fuzzer needs it
     from hypothesis import assume  # hypothesis
 
+    forms = [f for f in FORMS if f != "descriptor" or descriptors_possible(backend, types, configs, impl)]
+
     @st.composite
     def case(draw):
+        form = draw(st.sampled_from(forms))
         direction = draw(st.sampled_from(directions))
-        allowed = [t for t in types_of(backend, direction) if not types or t in types]
+        allowed = [t for t in types_of(backend, direction) if (not types or t in types)
+                   and (form != "descriptor" or t in DESCRIPTOR_TYPES)]
         assume(allowed)
         dtype = draw(st.sampled_from(allowed))
-        dims = draw(st.sampled_from((2, 1, 3)))
-        g = draw(st.integers(1, limits.groups))
+        if form == "descriptor":
+            # 2-D or 1-D (a 3-D problem runs the pointer kernels on its depth slices), one
+            # group, the phase views' strides (up to 2)
+            lim = replace(limits, stride=min(2, limits.stride), dilation=min(2, limits.dilation))
+            dims = draw(st.sampled_from((2, 1)))
+            g = 1
+        else:
+            lim = limits
+            dims = draw(st.sampled_from((2, 1, 3)))
+            g = draw(st.integers(2 if form == "direct" else 1, max(2, limits.groups)))
         n = draw(st.integers(1, limits.batch))
-        axes = {"d": _axis(draw, st, limits, dims < 3, depth=True), "h": _axis(draw, st, limits, dims < 2),
-                "w": _axis(draw, st, limits, False)}
+        axes = {"d": _axis(draw, st, lim, dims < 3, depth=True), "h": _axis(draw, st, lim, dims < 2),
+                "w": _axis(draw, st, lim, False)}
         outs = [_out(a) for a in axes.values()]
         volume = math.prod(outs)
         taps = math.prod(a["fil"] for a in axes.values())
@@ -153,18 +181,21 @@ def case_strategy(backend: Backend, limits: Limits = INTERPRETER_LIMITS, impl: s
         assume(min(outs) >= 1 and (direction != "conv2d_bwd_weight" or n * volume <= limits.pixels))
         # the channels last, within what the sizes leave of the limits (drawn freely and
         # then rejected, most large draws would be thrown away)
-        c_most = min(limits.channels, limits.macs // (n * g * volume * taps),
+        most = DIRECT_CHANNELS if form == "direct" else limits.channels
+        c_most = min(most, limits.macs // (n * g * volume * taps),
                      limits.elements // (n * g * inputs), limits.elements // (g * taps))
         assume(c_most >= 1)
         c = draw(_channels(st, c_most))
-        k_most = min(limits.channels, limits.macs // (n * g * c * volume * taps),
+        k_most = min(most, limits.macs // (n * g * c * volume * taps),
                      limits.elements // (n * g * volume), limits.elements // (g * c * taps))
-        assume(k_most >= 1)
-        k = draw(_channels(st, k_most))
+        # the descriptor kernels' rows of output channels are whole 16-byte blocks
+        assume(k_most >= (8 if form == "descriptor" else 1))
+        k = draw(_channels(st, k_most) if form != "descriptor"
+                 else st.integers(1, k_most // 8).map(lambda v: 8 * v))
         flags = ["--operation", direction, "-t", dtype]
         if impl != "convgen":
             flags += ["-impl", impl]
-        style = draw(st.sampled_from(LAYOUT_STYLES))
+        style = "channels last" if form == "descriptor" else draw(st.sampled_from(LAYOUT_STYLES))
         for tensor in ("input", "filter", "output"):
             lay = _layout(draw, st, tensor, dims, style)
             flags += [FLAG_OF_LAYOUT[tensor], lay]
@@ -186,19 +217,46 @@ def case_strategy(backend: Backend, limits: Limits = INTERPRETER_LIMITS, impl: s
                 flags += [f"-padding_{name}_l", str(a["pad_l"]), f"-padding_{name}_r", str(a["pad_r"])]
         data = draw(st.sampled_from(tuple(DATA)))
         flags += ["-rand", str(draw(st.integers(1, 999)))] + list(DATA[data])
-        use_dot = draw(st.booleans())
+        use_dot = form == "descriptor" or draw(st.booleans())
         if use_dot:
             flags.append("-x2")
         flags.append(draw(st.sampled_from(references)))
         if configs is not None and impl == "convgen":
-            pick = draw(st.one_of(st.none(), st.integers(0, 10**6)))
-            if pick is not None:
-                choices = configs(problem_of(flags), use_dot)
-                if choices:
-                    flags += ["-perf_config", choices[pick % len(choices)]]
+            if form == "descriptor":
+                # a descriptor kernel's config, or the stride fold's
+                pick = draw(st.integers(0, 10**6))
+                choices = [t for t in configs(problem_of(flags), True) if "tma=1" in t or "s2d=" in t]
+                assume(choices)
+            else:
+                pick = draw(st.one_of(st.none(), st.integers(0, 10**6)))
+                choices = configs(problem_of(flags), use_dot) if pick is not None else []
+            if choices:
+                flags += ["-perf_config", choices[pick % len(choices)]]
+        if limits.steps is not None and impl == "convgen":
+            assume(interpreter_steps(flags, backend) <= limits.steps)
         return tuple(flags)
 
     return case()
+
+
+def descriptors_possible(backend: Backend, types, configs, impl: str) -> bool:
+    """Whether the descriptor form can draw a case here: convgen's kernels with tile
+    configs, a device with descriptors, a 16-bit float type among those asked for."""
+    return (impl == "convgen" and configs is not None and backend.tma_unavailable is None
+            and any(t in DESCRIPTOR_TYPES for t in (types or DESCRIPTOR_TYPES)))
+
+
+def interpreter_steps(flags, backend: Backend) -> int:
+    """The loop steps of a case's kernel launches (geometry.loop_steps), with the config
+    its run takes: the cost Limits.steps bounds."""
+    from convgen import cli, picks  # the whole front end: only the fuzzer's strategy needs it here
+    from convgen.kernels.geometry import loop_steps
+    config = cli.parse(list(flags))
+    use_dot = config.kernel.use_matrix_cores
+    k = config.kernel
+    cfg, _ = picks.select(config.problem, backend, use_dot, k.config_overrides, k.tuning_db,
+                          k.selector, k.perf_form)
+    return loop_steps(config.problem, cfg, use_dot)
 
 
 def problem_of(flags) -> "object":

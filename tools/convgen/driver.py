@@ -17,7 +17,7 @@ from convgen import backend as backends
 from convgen import guards, implementations, report, tolerance
 from convgen.errors import ConvgenError
 from convgen.guards import empty_output, guard_elements
-from convgen.kernels.geometry import split_workspace
+from convgen.kernels.geometry import loop_steps, split_workspace
 from convgen.options import RunConfig
 
 GIB = 2.0 ** 30
@@ -152,17 +152,9 @@ def _check_memory(config: RunConfig, cfg, be) -> None:
                                f"({items}), {what} has {have / GIB:.2f} GiB free")
 
 
-def _interpreter_estimate(p, cfg, use_dot: bool) -> float:
-    if cfg.direct:
-        # one step per tap and per-group channel of each tile (bwd_weight: of each row's
-        # blocks of pixels, over all rows)
-        taps = p.y * p.x * max(p.c, p.k)
-        tiles = -(-p.n * p.ho * p.wo // cfg.block_m) * -(-p.g * max(p.c, p.k) // cfg.block_n)
-        return tiles * taps * INTERPRETER_STEP_S
-    m, n, r = p.gemm
-    programs = -(-m // cfg.block_m) * -(-n // cfg.block_n) * p.g
-    steps = -(-r // cfg.block_k) if use_dot else r
-    return programs * steps * INTERPRETER_STEP_S
+def interpreter_estimate(p, cfg, use_dot: bool) -> float:
+    """Seconds the interpreter's kernel launches of a run take, about."""
+    return loop_steps(p, cfg, use_dot) * INTERPRETER_STEP_S
 
 
 class StageCache:
@@ -338,7 +330,7 @@ def _pick(config: RunConfig, be, say) -> tuple:
     path = "direct (FMA)" if cfg.direct else "matrix-core" if use_dot else "FMA"
     say(f"convgen: {path} path on {be.kind} ({be.arch}), "
         f"config {cfg.describe()} ({source}), data {config.data.describe()}")
-    est = _interpreter_estimate(p, cfg, use_dot) if be.interpreter else 0.0
+    est = interpreter_estimate(p, cfg, use_dot) if be.interpreter else 0.0
     if est > INTERPRETER_NOTE_S:
         say(f"convgen: note: this problem is large for Triton's interpreter (no GPU here): "
             f"the kernel may take about {est / 60:.0f} minutes")

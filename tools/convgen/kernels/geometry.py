@@ -248,6 +248,28 @@ def direct_parts(p, cfg) -> tuple[int, int]:
     return cdiv(rows, per), per
 
 
+def loop_steps(p, cfg, use_dot: bool) -> int:
+    """The loop steps a run's kernel launches take, summed over their programs: what the
+    interpreter's time follows (it runs one program at a time, each step a handful of
+    whole-tile operations). The GEMM kernels step through the reduction in each tile (one
+    element a step on the FMA path, block_k on matrix cores); the direct kernels walk image
+    rows, a step per per-group channel and tap (bwd_weight: all taps at once); a 3-D
+    problem launches its 2-D depth slices' kernel once per filter depth tap. The
+    descriptor kernels and the fold count as the GEMM kernels: an estimate."""
+    q = p.depth_slice() if p.is_3d else p
+    if cfg.direct:
+        if q.direction.name == "bwd_data":
+            steps = q.n * q.hi * cdiv(q.wi, cfg.block_m) * cdiv(q.g * q.c, cfg.block_n) * q.k * q.y * q.x
+        else:
+            steps = q.n * q.ho * cdiv(q.wo, cfg.block_m) * cdiv(q.g * q.k, cfg.block_n) * q.c
+            steps *= 1 if q.direction.splits_reduction else q.y * q.x
+    else:
+        m, n, r = q.gemm
+        steps = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * q.g
+                 * cdiv(r, cfg.block_k if use_dot else 1))
+    return steps * (p.z if p.is_3d else 1)
+
+
 def split_workspace(p, cfg) -> int:
     """fp32 elements of the split-K workspace (0 when the GEMM writes the output itself)."""
     split, _ = split_parts(p, cfg)
