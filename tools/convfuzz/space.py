@@ -66,10 +66,11 @@ class Limits:
     stride: int = 3
     dilation: int = 3
     padding: int = 4           # each side
-    macs: int = 20_000         # multiply-adds of the whole convolution
+    macs: int = 200_000        # multiply-adds of the whole convolution (the step bound
+                               # keeps the interpreter's FMA and direct kernels to far fewer)
     elements: int = 20_000     # of each tensor
-    pixels: int = 96           # output pixels of the batch: bwd_weight's reduction, which
-                               # the interpreter's FMA path walks one step at a time
+    pixels: int = 256          # output pixels of the batch: bwd_weight's reduction (the
+                               # step bound keeps the FMA path's walk of it short)
     steps: int | None = 500    # the kernels' loop steps (interpreter_steps); None: none
 
 
@@ -185,7 +186,13 @@ def case_strategy(backend: Backend, limits: Limits = INTERPRETER_LIMITS, impl: s
         c_most = min(most, limits.macs // (n * g * volume * taps),
                      limits.elements // (n * g * inputs), limits.elements // (g * taps))
         assume(c_most >= 1)
-        c = draw(_channels(st, c_most))
+        if form == "descriptor":
+            # whole 16-byte rows of input channels, or fewer channels than a row (what the
+            # stride fold takes)
+            c = draw(st.one_of(st.integers(1, c_most // 8).map(lambda v: 8 * v), st.integers(1, min(7, c_most)))
+                     if c_most >= 8 else st.integers(1, c_most))
+        else:
+            c = draw(_channels(st, c_most))
         k_most = min(most, limits.macs // (n * g * c * volume * taps),
                      limits.elements // (n * g * volume), limits.elements // (g * c * taps))
         # the descriptor kernels' rows of output channels are whole 16-byte blocks
@@ -256,7 +263,20 @@ def interpreter_steps(flags, backend: Backend) -> int:
     k = config.kernel
     cfg, _ = picks.select(config.problem, backend, use_dot, k.config_overrides, k.tuning_db,
                           k.selector, k.perf_form)
-    return loop_steps(config.problem, cfg, use_dot)
+    steps = loop_steps(config.problem, cfg, use_dot)
+    if config.reference.validator == "gpu":
+        # the GPU reference: programs of up to INTERPRETER_MAX_BLOCK output elements, each
+        # walking the reduction one term a step
+        from convgen.kernels.gpu_reference import INTERPRETER_MAX_BLOCK
+        p = config.problem
+        outputs = {"fwd": p.n * p.k * p.do * p.ho * p.wo, "bwd_data": p.n * p.c * p.di * p.hi * p.wi,
+                   "bwd_weight": p.k * p.c * p.z * p.y * p.x}[p.direction.name] * p.g
+        steps += _cdiv(outputs, INTERPRETER_MAX_BLOCK) * p.flops // 2 // outputs
+    return steps
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def problem_of(flags) -> "object":
