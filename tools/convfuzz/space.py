@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from convgen import dtypes
 from convgen.backend import Backend
 from convgen.errors import ConvgenError
+from convgen.kernels.geometry import loop_steps
 
 DIRECTIONS = ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")
 TYPES = ("f32", "f16", "bf16", "i8", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz")
@@ -257,7 +258,6 @@ def interpreter_steps(flags, backend: Backend) -> int:
     """The loop steps of a case's kernel launches (geometry.loop_steps), with the config
     its run takes: the cost Limits.steps bounds."""
     from convgen import cli, picks  # the whole front end: only the fuzzer's strategy needs it here
-    from convgen.kernels.geometry import loop_steps
     config = cli.parse(list(flags))
     use_dot = config.kernel.use_matrix_cores
     k = config.kernel
@@ -267,7 +267,7 @@ def interpreter_steps(flags, backend: Backend) -> int:
     if config.reference.validator == "gpu":
         # the GPU reference: programs of up to INTERPRETER_MAX_BLOCK output elements, each
         # walking the reduction one term a step
-        from convgen.kernels.gpu_reference import INTERPRETER_MAX_BLOCK
+        from convgen.kernels.gpu_reference import INTERPRETER_MAX_BLOCK  # Triton: a kernel module
         p = config.problem
         outputs = {"fwd": p.n * p.k * p.do * p.ho * p.wo, "bwd_data": p.n * p.c * p.di * p.hi * p.wi,
                    "bwd_weight": p.k * p.c * p.z * p.y * p.x}[p.direction.name] * p.g
