@@ -337,6 +337,13 @@ config.environment["CONVGEN_IMPL"] = impl
 features.add("impl-" + (impl if impl in BUILT_IN_IMPLS else "user"))
 if impl != "convgen":
     lit_config.note("conv-e2e: implementation under test: %s" % impl)
+    if device.interpreter and impl in ("aten", "inductor"):
+        # whether ATen's CPU convolution backward sums f16 / bf16 in the type here (it
+        # depends on the CPU: e2e/expected-failures.tsv)
+        from convgen.implementations import aten_cpu_sums_in_type  # noqa: E402
+        for _t in ("f16", "bf16"):
+            if aten_cpu_sums_in_type(_t):
+                features.add("aten-cpu-%s-sums-in-type" % _t)
 # torch's version, for the expected failures of the libraries it calls (read without
 # importing torch)
 try:
