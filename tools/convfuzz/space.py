@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from convgen import dtypes
 from convgen.backend import Backend
 from convgen.errors import ConvgenError
-from convgen.kernels.geometry import loop_steps
+from convgen.kernels.geometry import cdiv, loop_steps
 
 DIRECTIONS = ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")
 TYPES = ("f32", "f16", "bf16", "i8", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz")
@@ -259,24 +259,16 @@ def interpreter_steps(flags, backend: Backend) -> int:
     its run takes: the cost Limits.steps bounds."""
     from convgen import cli, picks  # the whole front end: only the fuzzer's strategy needs it here
     config = cli.parse(list(flags))
-    use_dot = config.kernel.use_matrix_cores
-    k = config.kernel
-    cfg, _ = picks.select(config.problem, backend, use_dot, k.config_overrides, k.tuning_db,
-                          k.selector, k.perf_form)
-    steps = loop_steps(config.problem, cfg, use_dot)
+    p = config.problem
+    cfg, _ = picks.select_run(config, backend)
+    steps = loop_steps(p, cfg, config.kernel.use_matrix_cores)
     if config.reference.validator == "gpu":
-        # the GPU reference: programs of up to INTERPRETER_MAX_BLOCK output elements, each
-        # walking the reduction one term a step
+        # the GPU reference: programs of up to INTERPRETER_MAX_BLOCK written elements, each
+        # walking its reduction one term a step
         from convgen.kernels.gpu_reference import INTERPRETER_MAX_BLOCK  # Triton: a kernel module
-        p = config.problem
-        outputs = {"fwd": p.n * p.k * p.do * p.ho * p.wo, "bwd_data": p.n * p.c * p.di * p.hi * p.wi,
-                   "bwd_weight": p.k * p.c * p.z * p.y * p.x}[p.direction.name] * p.g
-        steps += _cdiv(outputs, INTERPRETER_MAX_BLOCK) * p.flops // 2 // outputs
+        written = p.elements(p.direction.writes)
+        steps += cdiv(written, INTERPRETER_MAX_BLOCK) * p.flops // 2 // written
     return steps
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def problem_of(flags) -> "object":

@@ -322,9 +322,7 @@ def _pick(config: RunConfig, be, say) -> tuple:
     kernel's seconds or 0): said on the # lines, its memory checked first."""
     from convgen import picks   # torch and Triton (the kernel modules)
     p, use_dot = config.problem, config.kernel.use_matrix_cores
-    cfg, source = picks.select(p, be, use_dot, config.kernel.config_overrides,
-                               config.kernel.tuning_db, config.kernel.selector,
-                               config.kernel.perf_form)
+    cfg, source = picks.select_run(config, be)
     _check_memory(config, cfg, be)
     say(f"convgen: {p.describe()}")
     path = "direct (FMA)" if cfg.direct else "matrix-core" if use_dot else "FMA"

@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from convgen import tolerance
+from convgen import dtypes, tolerance
 from convgen.errors import ConvgenError
 
 BUILT_IN = ("convgen", "aten", "inductor")
@@ -302,20 +302,21 @@ def aten_cpu_sums_in_type(type_name: str) -> bool:
     signs: summed in fp32, every gradient element is within one ulp of the float64 sum of
     the same rounded inputs; summed in f16, hundreds of ulps off where terms cancel."""
     import torch  # torch: only a run against ATen on the CPU asks
-    t, mantissa = {"f16": (torch.float16, 10), "bf16": (torch.bfloat16, 7)}[type_name]
+    et = dtypes.TYPES[type_name]
     g = torch.Generator().manual_seed(0)
 
     def data(*shape):
         v = torch.rand(*shape, generator=g, dtype=torch.float64) * 2 + 1
         v = torch.where(torch.rand(*shape, generator=g) < 0.5, -v, v)
-        return v.to(t).contiguous(memory_format=torch.channels_last)
+        return v.to(et.torch_dtype).contiguous(memory_format=torch.channels_last)
     x, w, dy = data(2, 16, 13, 13), data(8, 16, 3, 3), data(2, 8, 7, 7)
     conv = dict(bias_sizes=None, stride=[2, 2], padding=[1, 1], dilation=[1, 1], transposed=False,
                 output_padding=[0, 0], groups=1, output_mask=[True, True, False])
     got = torch.ops.aten.convolution_backward(dy, x, w, **conv)
     want = torch.ops.aten.convolution_backward(dy.double(), x.double(), w.double(), **conv)
     for a, r in zip(got[:2], want[:2]):
-        ulp = torch.exp2(torch.floor(torch.log2(r.abs().clamp_min(2.0 ** -14))) - mantissa)
+        # the type's spacing at each exact value (dtypes.ElemType.spacing, elementwise)
+        ulp = torch.exp2(torch.floor(torch.log2(r.abs().clamp_min(et.tiny))) - et.mantissa)
         if ((a.double() - r).abs() / ulp).max().item() > 4:
             return True
     return False

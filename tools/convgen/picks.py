@@ -91,6 +91,13 @@ def select(problem: ConvProblem, backend: Backend, use_dot: bool, overrides: dic
     return cfg, source
 
 
+def select_run(config, backend: Backend) -> tuple[KernelConfig, str]:
+    """select() for a parsed run (cli.parse): its problem, path and kernel options."""
+    k = config.kernel
+    return select(config.problem, backend, k.use_matrix_cores, k.config_overrides, k.tuning_db,
+                  k.selector, k.perf_form)
+
+
 def _select_3d(problem: ConvProblem, backend: Backend, use_dot: bool,
                overrides: dict | None) -> tuple[KernelConfig, str]:
     """A 3-D problem runs the pointer kernel of its 2-D depth slices once per filter depth
