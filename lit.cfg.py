@@ -73,6 +73,7 @@ from convgen.backend import INTERPRETER, Backend  # noqa: E402
 from convgen.backend import of_arch as backend_of_arch  # noqa: E402
 from convgen.implementations import BUILT_IN as BUILT_IN_IMPLS  # noqa: E402  (no torch)
 from convgen.lit_format import ConvgenTest, read_expected_failures  # noqa: E402  (imports lit, not torch)
+from convgen.run_lit import fixed_order_problem  # noqa: E402
 
 DEFAULTS = {
     "rms_threshold": "auto",
@@ -103,6 +104,10 @@ IGNORED_ABS_THRESHOLD = "1000"   # E2E_IGNORE_MAXABSDIFF, as in the study's exam
 # the PR set and look like a nightly run)
 for _name in sorted(set(lit_config.params) - set(DEFAULTS)):
     lit_config.warning("unknown --param %s: the suite's are %s" % (_name, ", ".join(sorted(DEFAULTS))))
+# shards dealt in an order this host's history decides would differ from host to host
+_why = fixed_order_problem(sys.argv[1:], lit_config.order)
+if _why:
+    lit_config.fatal(_why)
 
 
 def setting(name):
