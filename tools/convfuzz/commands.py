@@ -10,7 +10,7 @@ import time
 from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import (as_text, flag_table, listed, nonneg, one_of, positive, positive_real, scan,
-                           switch)
+                           switch, switch_or_text)
 
 from convfuzz.space import DIRECTIONS, TYPES
 
@@ -45,25 +45,27 @@ FUZZ_FLAGS = flag_table(
         ("json", "json", as_text, "also write the summary and each failure to this JSON file",
          "off"),
         ("quiet", "quiet", switch(), "no progress bar", "off"),
+        ("ray", "ray", switch_or_text("auto or a cluster's address"),
+         "search on a Ray cluster: alone, a new cluster on this "
+         "machine ($RAY_ADDRESS: a running one); =auto, the cluster this machine joined; "
+         "=HOST:PORT, that cluster's head. One search per GPU (else CPU), task i with seed "
+         "--seed + i and the whole --budget (--cases shared out); each failure is shrunk where "
+         "it was found and its test written here once (docs/scale-out.md)", "off"),
+        ("ray-workers", "ray_workers", positive, "with --ray, a new local cluster's CPUs: "
+         "searches at once where there is no GPU", "the machine's CPUs"),
+        ("ray-tasks", "ray_tasks", positive, "with --ray, how many searches", "one per GPU, "
+         "else per CPU, of the cluster"),
     ]))
 
 
 def _fuzz(name: str, args: list[str]) -> int:
     values = scan(list(args), FUZZ_FLAGS)
-    from convfuzz import fuzz, space  # hypothesis, and the run's torch and Triton
-    from convgen import backend, implementations  # torch, to find the device
-    impl = values.get("impl") or os.environ.get("CONVGEN_IMPL") or "convgen"
-    implementations.resolve(impl)   # a bad name: one error line before the search starts
-    backend.ensure_interpreter_if_no_gpu()
-    be = backend.current()
-    large = values.get("large", False)
-    if large and be.interpreter:
-        raise ConvgenError("--large needs a GPU (the interpreter runs the small sizes)",
-                           field="large")
-    limits = space.GPU_LIMITS if large else space.INTERPRETER_LIMITS
-    strategy = space.case_strategy(be, limits, impl, space.tile_configs(be),
-                                   types=values.get("types"), directions=values.get("operations"),
-                                   references=space.REFERENCES[values.get("reference", "both")])
+    if values.get("ray") is None and ("ray_workers" in values or "ray_tasks" in values):
+        raise ConvgenError("--ray-workers and --ray-tasks: only with --ray")
+    if values.get("ray") is not None:
+        return _fuzz_on_ray(values)
+    from convfuzz import fuzz  # hypothesis, and the run's torch and Triton
+    impl, be, limits, strategy = fuzz.search_setup(values)
     budget = values.get("budget")
     cases = values.get("cases")
     if budget is None and cases is None:
@@ -100,14 +102,22 @@ def _fuzz(name: str, args: list[str]) -> int:
         bar.close()
     print(f"fuzz: seed {summary.seed} on {be.arch} ({impl}); {summary.rejected} cases declined "
           f"by the implementation")
+    return _finish(values, summary, be.arch, impl)
+
+
+def _finish(values: dict, summary, device: str, impl: str, seeds: list | None = None) -> int:
+    """The JSON record (--json), the last line, the exit status."""
+    from convfuzz import fuzz  # hypothesis
     if values.get("json"):
-        record = {"seed": summary.seed, "device": be.arch, "impl": impl, "cases": summary.cases,
+        record = {"seed": summary.seed, "device": device, "impl": impl, "cases": summary.cases,
                   "rejected": summary.rejected, "seconds": round(summary.seconds, 1),
                   "interrupted": summary.interrupted,
                   "failures": [{"kind": f.outcome.kind, "what": f.outcome.what(),
                                 "flags": list(f.flags), "first": list(f.first), "case": f.case,
                                 "shrink_runs": f.shrink_runs, "at": round(f.at, 1), "path": f.path,
                                 "size": fuzz.size_of(f.flags)} for f in summary.found]}
+        if seeds is not None:
+            record["seeds"] = seeds
         tmp = values["json"] + ".tmp"
         with open(tmp, "w") as f:
             json.dump(record, f, indent=1)
@@ -116,6 +126,46 @@ def _fuzz(name: str, args: list[str]) -> int:
     if summary.interrupted:
         return 130
     return 1 if summary.found else 0
+
+
+def _fuzz_on_ray(values: dict) -> int:
+    """--ray: independent seeded searches as tasks (fuzz.search_task), their failures
+    gathered here, each test written once."""
+    import random
+    from convfuzz import fuzz  # hypothesis
+    from convgen import backend, implementations  # torch, to find the device
+    try:
+        from convtune import cluster  # ray (the lab's Ray runner)
+    except ImportError:
+        raise ConvgenError("--ray needs convtune (the tuning lab), which runs the tasks",
+                           field="ray") from None
+    implementations.resolve(values.get("impl") or os.environ.get("CONVGEN_IMPL") or "convgen")
+    backend.ensure_interpreter_if_no_gpu()   # the workers take this process's environment
+    budget, cases = values.get("budget"), values.get("cases")
+    if budget is None and cases is None:
+        budget = values["budget"] = 60.0
+    seed = values.get("seed")
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**32)
+    state = values.get("state", ".convgen-fuzz")
+    out = values.get("out", os.path.join(state, "found"))
+    with cluster.Cluster(values["ray"], values.get("ray_workers")) as fleet:
+        tasks = values.get("ray_tasks") or fleet.slots()
+        if cases is not None and cases < tasks:
+            tasks = cases
+        print(f"fuzz: {tasks} searches on Ray, seeds {seed} to {seed + tasks - 1}"
+              + (f", {budget:g} s each" if budget is not None else "")
+              + (f", {cases} cases in all" if cases is not None else ""), flush=True)
+
+        def found(task_seed, f):
+            print(f"fuzz: seed {task_seed} found {f.outcome.kind} ({f.outcome.what()}) at case "
+                  f"{f.case}, shrunk in {f.shrink_runs} runs: {f.path}", flush=True)
+            print("  reproduce: convgen " + " ".join(shlex.quote(x) for x in f.flags), flush=True)
+
+        summary, device, impl = fuzz.fuzz_on_ray(fleet, values, seed, tasks, state, out, found)
+    print(f"fuzz: seeds {seed} to {seed + tasks - 1} on {device} ({impl}); {summary.rejected} "
+          f"cases declined by the implementation")
+    return _finish(values, summary, device, impl, list(range(seed, seed + tasks)))
 
 
 COMMANDS = (

@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shlex
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -211,6 +212,107 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
         log.close()
     summary.seconds = time.monotonic() - start
     return summary
+
+
+def search_setup(values: dict):
+    """(the implementation's name, the device, the size limits, the strategy) of a search
+    with `convgen fuzz`'s flags (their scanned values), where it runs."""
+    from convgen import backend, implementations  # torch, to find the device
+    impl = values.get("impl") or os.environ.get("CONVGEN_IMPL") or "convgen"
+    implementations.resolve(impl)   # a bad name: one error line before the search starts
+    backend.ensure_interpreter_if_no_gpu()
+    be = backend.current()
+    large = values.get("large", False)
+    if large and be.interpreter:
+        raise ConvgenError("--large needs a GPU (the interpreter runs the small sizes)",
+                           field="large")
+    limits = space.GPU_LIMITS if large else space.INTERPRETER_LIMITS
+    strategy = space.case_strategy(be, limits, impl, space.tile_configs(be),
+                                   types=values.get("types"), directions=values.get("operations"),
+                                   references=space.REFERENCES[values.get("reference", "both")])
+    return impl, be, limits, strategy
+
+
+# ---- on a Ray cluster ------------------------------------------------------------------
+
+def search_task(values: dict, seed: int, cases: int | None) -> dict:
+    """One seeded search of fuzz_on_ray, on a Ray worker: fuzz() into a folder of its own,
+    each failure shrunk here; -> its summary, the text of each test it wrote, its case log,
+    and the device and implementation it searched."""
+    impl, be, limits, strategy = search_setup(values)
+    with tempfile.TemporaryDirectory(prefix="convgen-fuzz-task-") as state:
+        summary = fuzz(strategy, budget=values.get("budget"), cases=cases, seed=seed, state=state,
+                       out=os.path.join(state, "found"), timeout=values.get("timeout", 60.0),
+                       shrink_budget=values.get("shrink_budget", 120.0),
+                       max_failures=values.get("max_failures"),
+                       note=f" -impl {impl}" if impl != "convgen" else "", limits=limits)
+        texts = []
+        for found in summary.found:
+            with open(found.path) as f:
+                texts.append(f.read())
+            found.path = os.path.basename(found.path)
+        with open(os.path.join(state, "cases.jsonl")) as f:
+            log = f.read()
+    return {"summary": summary, "texts": texts, "log": log, "device": be.arch, "impl": impl}
+
+
+def fuzz_on_ray(fleet, values: dict, seed: int, tasks: int, state: str, out: str,
+                progress=None) -> tuple[Summary, str, str]:
+    """`tasks` independent searches on a Ray cluster (`fleet`, a convtune.cluster.Cluster),
+    search i with seed `seed` + i: each as `convgen fuzz --seed SEED+i` would search with the
+    whole --budget, or its share of --cases (the first --cases % tasks one more). Their case
+    logs go into `state`'s, and each test they wrote is written under `out` once (two
+    searches that shrank to the same case write one test). `progress(seed, found)` hears of
+    each new failure. -> (the summary of them all, the device, the implementation)."""
+    cases = values.get("cases")
+    shares = ([cases // tasks + (1 if i < cases % tasks else 0) for i in range(tasks)]
+              if cases is not None else [None] * tasks)
+    task = fleet.remote(search_task)
+    refs = [task.remote(values, seed + i, shares[i]) for i in range(tasks)]
+    total = Summary(seed)
+    device = impl = ""
+    error = None
+    os.makedirs(state, exist_ok=True)
+    written = set()
+    try:
+        with open(os.path.join(state, "cases.jsonl"), "a") as log:
+            for i, result, failed in fleet.as_completed(refs):
+                if failed is not None:
+                    if isinstance(failed, ConvgenError):
+                        error = error or failed
+                        continue
+                    raise ConvgenError(f"the search of seed {seed + i} failed: "
+                                       f"{' '.join(str(failed).split())[:300]}") from None
+                s = result["summary"]
+                device, impl = result["device"], result["impl"]
+                log.write(result["log"])
+                log.flush()
+                total.cases += s.cases
+                total.rejected += s.rejected
+                total.interrupted |= s.interrupted
+                for found, text in zip(s.found, result["texts"]):
+                    if found.path in written:
+                        continue
+                    written.add(found.path)
+                    os.makedirs(out, exist_ok=True)
+                    path = os.path.join(out, found.path)
+                    with open(path + ".tmp", "w") as f:
+                        f.write(text)
+                    os.replace(path + ".tmp", path)
+                    found.path = path
+                    total.found.append(found)
+                    if progress:
+                        progress(seed + i, found)
+    except KeyboardInterrupt:
+        fleet.cancel(refs)
+        total.interrupted = True
+    except BaseException:
+        fleet.cancel(refs)
+        raise
+    if error is not None and not total.cases:
+        raise error
+    total.seconds = time.monotonic() - total.started
+    return total, device, impl
 
 
 # ---- the test a failure becomes --------------------------------------------------------

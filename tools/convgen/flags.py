@@ -101,6 +101,22 @@ def switch(on: Any = True, off: Any = False) -> Callable[[str], Any]:
     return conv
 
 
+def switch_or_text(what: str) -> Callable[[str], Any]:
+    """A flag that may stand alone or take a value (`--ray`, `--ray=auto`): alone (or a
+    true word) "", a false word None, else the text; `what` says what text it takes."""
+    def conv(text: str) -> Any:
+        word = text.strip().lower()
+        if word in TRUE_WORDS:
+            return ""
+        if word in FALSE_WORDS:
+            return None
+        if not text.strip():
+            raise ValueError(f"expected {what}")
+        return text.strip()
+    conv.boolean = True  # type: ignore[attr-defined]
+    return conv
+
+
 @dataclass(frozen=True)
 class Flag:
     names: tuple                     # spellings, the first one shown in help

@@ -10,7 +10,7 @@ from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import (as_text, choice, flag_table, listed, nonneg, one_of, positive,
                            positive_real, scan, split_flags, switch, timestamp)
-from convtune import keys, models, store, tuning_db, tuning_text
+from convtune import cluster, keys, models, store, tuning_db, tuning_text
 
 DIRECTION_OPERATION = {"fwd": "conv2d", "bwd_data": "conv2d_bwd_data",
                         "bwd_weight": "conv2d_bwd_weight"}
@@ -48,6 +48,13 @@ TUNE_FLAGS = flag_table(
          "the GPU's own time was measured)", "every one"),
         ("allow_cpu", "allow_cpu", switch(),
          "in Triton's interpreter, still choose a best (its times mean nothing)", "off"),
+        ("ray", "ray", cluster.address, "run each problem as a task on a Ray cluster: "
+         "alone, a new cluster on this machine ($RAY_ADDRESS: a running one); =auto, the "
+         "cluster this machine joined; =HOST:PORT, that cluster's head (docs/scale-out.md). "
+         "One task per problem and GPU; what a task measured is merged into --db as it "
+         "finishes", "off"),
+        ("ray_workers", "ray_workers", positive, "with --ray, a new local cluster's CPUs: "
+         "tasks at once where there is no GPU", "the machine's CPUs"),
         ("dry_run", "dry_run", switch(), "measure nothing: print each problem's space, one "
          "-perf_config string per line, in the order it would be measured (on any machine)",
          "off"),
@@ -167,13 +174,14 @@ def parse_tune(argv: list[str]) -> dict:
         flag_sets.append(rest)
     if not flag_sets:
         raise ConvgenError("no problem to tune: give a problem's flags, --lines or --layers")
-    configs = []
+    configs, words_of = [], []
     for words in flag_sets:
         words = [w for w in words if w not in ("convgen", "%convgen", "rocmlir-gen")]
         try:
             configs.append(cli.parse(words + ["-x2"]))
         except ConvgenError as e:
             raise cli.named_error(e, words) from None
+        words_of.append(words + ["-x2"])
     if "top" in v and "max_configs" in v:
         raise ConvgenError("--top and --max-configs: one or the other (the model's first N, "
                            "or the space's)")
@@ -186,10 +194,14 @@ def parse_tune(argv: list[str]) -> dict:
     if v.get("dry_run"):
         return {"configs": configs, "dry_run": True, "target": v.get("target"),
                 "max_configs": v.get("max_configs")}
+    if "ray_workers" in v and v.get("ray") is None:
+        raise ConvgenError("--ray-workers: only with --ray (the tasks a new local cluster "
+                           "runs at once)")
     return {"configs": configs, "db": store.resolve(v.get("db", ""), writing=True),
             "max_configs": v.get("max_configs"), "top": v.get("top"), "jobs": v.get("jobs"),
             "allow_cpu": v.get("allow_cpu", False), "retime_before": v.get("retime_before"),
-            "retime_under": v.get("retime_under")}
+            "retime_under": v.get("retime_under"), "ray": v.get("ray"),
+            "ray_workers": v.get("ray_workers"), "words": words_of}
 
 
 def layer_args(layer, batch: int) -> list[str]:
@@ -286,11 +298,16 @@ def _tune(name: str, args: list[str]) -> int:
     v = parse_tune(args)
     if v.get("dry_run"):
         return dry_run(v["configs"], v["target"], v["max_configs"])
-    from convtune.tune import report_problem, report_tuning, tune  # torch and Triton
-    return report_tuning(tune(v["configs"], v["db"], v["jobs"], v["max_configs"], v["allow_cpu"],
-                              done=report_problem, retime_before=v["retime_before"],
-                              retime_under=v["retime_under"], top=v["top"]),
-                         v["db"])
+    backend.ensure_interpreter_if_no_gpu()   # before Triton is imported: its own jit functions
+    from convtune.tune import report_problem, report_tuning, tune, tune_on_ray  # torch and Triton
+    options = dict(jobs=v["jobs"], max_configs=v["max_configs"], allow_cpu=v["allow_cpu"],
+                   done=report_problem, retime_before=v["retime_before"],
+                   retime_under=v["retime_under"], top=v["top"])
+    if v["ray"] is None:
+        return report_tuning(tune(v["configs"], v["db"], **options), v["db"])
+    with cluster.Cluster(v["ray"], v["ray_workers"]) as fleet:
+        return report_tuning(tune_on_ray(v["configs"], v["words"], v["db"], fleet, **options),
+                             v["db"])
 
 
 _SELECTOR_ABOUT = ("train-selector fits the config selector (LightGBM on log1p(TFLOPS)) on every "

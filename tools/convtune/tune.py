@@ -22,11 +22,12 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from convgen import backend as backends
-from convgen import driver, guards, inputs, report
+from convgen import cli, driver, guards, inputs, report
 from convgen.errors import ConvgenError
 from convgen.kernels import config as kconfig
 from convgen.kernels import launch
@@ -35,7 +36,7 @@ from convgen.options import RunConfig
 from convtune import selector
 from convtune import space as tuning_space
 from convtune import store
-from convtune.keys import key_for
+from convtune.keys import key_for, problem_key
 from convtune.tuning_db import SEARCHED_ALL, TuningDB
 
 CHECKS = 3   # how many of the fastest configs may fail the reference check before giving up
@@ -68,12 +69,7 @@ def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
     is measured."""
     backends.ensure_interpreter_if_no_gpu()
     be = backends.current()
-    for c in configs:   # before the database is opened: a refused run leaves it untouched
-        if c.problem.is_3d:
-            raise ConvgenError("3-D problems are not tuned: they run the 2-D kernel of their "
-                               "depth slices (depth.py), whose own 2-D problem may be tuned")
-        if top:
-            selector.model_for(c.problem, be, c.kernel.selector)   # a bad model file: an error
+    _refuse(configs, be, top)   # before the database is opened: a refused run leaves it untouched
     results = []
     with TuningDB(db_path) as db:
         for c in configs:
@@ -82,6 +78,88 @@ def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
             if done is not None:
                 done(results[-1])
     return results
+
+
+def _refuse(configs: list[RunConfig], be, top) -> None:
+    """A ConvgenError for a run that cannot start: a 3-D problem, a selector model that
+    does not load."""
+    for c in configs:
+        if c.problem.is_3d:
+            raise ConvgenError("3-D problems are not tuned: they run the 2-D kernel of their "
+                               "depth slices (depth.py), whose own 2-D problem may be tuned")
+        if top:
+            selector.model_for(c.problem, be, c.kernel.selector)   # a bad model file: an error
+
+
+def tune_on_ray(configs: list[RunConfig], words: list[list[str]], db_path: str, fleet,
+                jobs: int | None = None, max_configs: int | None = None, allow_cpu: bool = False,
+                done=None, retime_before: str | None = None, retime_under: float | None = None,
+                top: int | None = None) -> list[TuneResult]:
+    """tune() with each problem a task on a Ray cluster (`fleet`, a convtune.cluster.Cluster;
+    `words`: each problem's flags, which a task parses where it runs). A task gets the rows
+    the database holds for its problem on any device (so a resumed run measures only what
+    is missing), searches, times and checks on its own GPU into a database of its own, and
+    sends back the rows it added as text (TuningDB.rows_text); each is merged into `db_path`
+    as its task finishes, so a stopped driver keeps every finished problem. A task whose
+    worker dies is run again by Ray (cluster.RETRIES); one that keeps dying is reported and
+    the others go on. -> the results in the order of `configs`; a problem's ConvgenError is
+    raised once every other task has been merged."""
+    backends.ensure_interpreter_if_no_gpu()
+    _refuse(configs, backends.current() if top else None, top)
+    with TuningDB(db_path) as db:
+        known = [db.rows_text(problem_key(c.problem, "", "", "", "")) for c in configs]
+    task = fleet.remote(_tune_task)
+    options = {"jobs": jobs, "max_configs": max_configs, "allow_cpu": allow_cpu,
+               "retime_before": retime_before, "retime_under": retime_under, "top": top}
+    refs = [task.remote(w, k, options) for w, k in zip(words, known)]
+    results: list = [None] * len(configs)
+    error = None
+    try:
+        # open all along: each merge is its own transaction (opening the store costs 80 ms)
+        with TuningDB(db_path) as db:
+            for i, out, failed in fleet.as_completed(refs):
+                if failed is None:
+                    results[i], text = out
+                    db.merge_text(text)
+                else:
+                    error = error or (failed if isinstance(failed, ConvgenError) else None)
+                    why = " ".join(str(failed).split())[:300]
+                    results[i] = TuneResult(_short(configs[i].problem), None, None, 0, 0, 0, 0.0,
+                                            f"the task failed: {why}")
+                if done is not None:
+                    done(results[i])
+    except BaseException:
+        fleet.cancel(refs)
+        raise
+    if error is not None:
+        raise error
+    return results
+
+
+def _tune_task(words: list[str], known: str, options: dict) -> tuple[TuneResult, str]:
+    """One problem of tune_on_ray, on a Ray worker: -> (its result, the rows it measured)."""
+    backends.ensure_interpreter_if_no_gpu()
+    be = backends.current()
+    config = cli.parse(words)
+    _refuse([config], be, options["top"])
+    with tempfile.TemporaryDirectory(prefix="convgen-tune-task-") as folder:
+        with TuningDB(os.path.join(folder, "task.sqlite")) as db:
+            db.merge_text(known, tracked_as="the rows sent with the task")
+            result = _tune_one(config, db, be, options["jobs"] or _task_cores(be),
+                               options["max_configs"], options["allow_cpu"], False,
+                               options["retime_before"], options["retime_under"], options["top"])
+            return result, db.rows_text(local_only=True)
+
+
+def _task_cores(be) -> int:
+    """A GPU task's share of its machine's cores for compiling (the machine's CPUs over its
+    GPUs, as Ray counts them); the interpreter compiles nothing."""
+    if be.interpreter:
+        return 1
+    import ray  # ray: where this task runs
+    node = ray.get_runtime_context().get_node_id()
+    res = next((n["Resources"] for n in ray.nodes() if n["NodeID"] == node), {})
+    return max(1, int(res.get("CPU", os.cpu_count() or 1) // max(1, res.get("GPU", 1))))
 
 
 def _tune_one(config: RunConfig, db, be, jobs: int, max_configs, allow_cpu, progress,

@@ -296,15 +296,24 @@ class _Importer:
     and configs by number (added where new), rows merged by key, the later measured
     winning (a tie: the text's), TFLOPS computed from the problem as `convgen tune` does."""
 
-    def __init__(self, con: sqlite3.Connection):
+    def __init__(self, con: sqlite3.Connection, preload: bool = True):
+        """`preload`: read every problem and config id at once (a whole folder of text),
+        else look each up as it comes (a task's few rows into a large store: 30 ms less)."""
         self.con = con
         cols = ", ".join(KEY_COLUMNS)
-        self.problems = {tuple(r[1:]): r[0] for r in con.execute(f"SELECT id, {cols} FROM problems")}
-        self.configs = dict((c, i) for i, c in con.execute("SELECT id, config FROM configs"))
+        self.problems = {tuple(r[1:]): r[0] for r in con.execute(f"SELECT id, {cols} FROM problems")} \
+            if preload else {}
+        self.configs = dict((c, i) for i, c in con.execute("SELECT id, config FROM configs")) \
+            if preload else {}
+        self.preloaded = preload
         self.flops: dict[int, int] = {}
 
     def _problem(self, key: tuple) -> int:
         pid = self.problems.get(key)
+        if pid is None and not self.preloaded:
+            row = self.con.execute(f"SELECT id FROM problems WHERE {' AND '.join(f'{c} = ?' for c in KEY_COLUMNS)}",
+                                   key).fetchone()
+            pid = self.problems[key] = row[0] if row else None
         if pid is None:
             pid = self.con.execute(f"INSERT INTO problems ({', '.join(KEY_COLUMNS)}) VALUES "
                                    f"({', '.join('?' * len(KEY_COLUMNS))})", key).lastrowid
@@ -315,6 +324,9 @@ class _Importer:
 
     def _config(self, text: str) -> int:
         cid = self.configs.get(text)
+        if cid is None and not self.preloaded:
+            row = self.con.execute("SELECT id FROM configs WHERE config = ?", (text,)).fetchone()
+            cid = self.configs[text] = row[0] if row else None
         if cid is None:
             cid = self.con.execute("INSERT INTO configs (config) VALUES (?)", (text,)).lastrowid
             self.configs[text] = cid
@@ -323,8 +335,13 @@ class _Importer:
     def read(self, path: str, size: int, mtime_ns: int) -> None:
         source = self.con.execute("INSERT INTO text_files (name, size, mtime_ns) VALUES (?, ?, ?)",
                                   (os.path.basename(path), size, mtime_ns)).lastrowid
+        self.add(tuning_text.read_batch(path), path, source)
+
+    def add(self, batch, path: str, source: int | None) -> None:
+        """The problems of a parsed batch (tuning_text.parse_batch), their rows marked as
+        from `source` (a text_files id; None: measured here)."""
         measurements, bests = [], []
-        for key, rows, best in tuning_text.read_batch(path):
+        for key, rows, best in batch:
             try:
                 pid = self._problem(key)
             except ConvgenError as e:
@@ -627,6 +644,52 @@ class TuningDB:
                 importer.read(os.path.join(folder, name), *seen[name])
             return len(new)
 
+    def merge_text(self, text: str, tracked_as: str | None = None) -> None:
+        """Add the rows of a batch's text (tuning_text.batch_text) in one transaction, merged
+        by key and config as the tracked text is: of two rows, the later measured wins. The
+        rows count as measured here (`convgen tuning-export` writes them), or, with
+        `tracked_as`, as from a text file of that name (rows_text leaves them out)."""
+        if not text.strip():
+            return
+        with self._transaction():
+            source = None
+            if tracked_as is not None:
+                source = self.con.execute(
+                    "INSERT INTO text_files (name, size, mtime_ns) VALUES (?, 0, 0) ON CONFLICT "
+                    "(name) DO UPDATE SET size = 0 RETURNING id", (tracked_as,)).fetchone()[0]
+            _Importer(self.con, preload=False).add(
+                tuning_text.parse_batch(text.splitlines(), "a tuning task's rows"),
+                "a tuning task's rows", source)
+
+    def _rows_of(self, where: str, args: dict) -> tuple[list[dict], list[dict]]:
+        """(measurements, bests) as batch_text takes them, of the rows that `where` (SQL on
+        m: the stored row, p: its problem) selects."""
+        key = ", ".join(f"p.{c}" for c in KEY_COLUMNS)
+        out: tuple[list, list] = ([], [])
+        for i, (table, columns) in enumerate((("measurement_rows", "m.status, m.ms, m.error"),
+                                              ("best_rows", "m.ms, m.checked, m.searched"))):
+            out[i].extend(self.rows(
+                f"SELECT {key}, f.config, m.measured_at, {columns} FROM {table} m "
+                "JOIN problems p ON p.id = m.problem JOIN configs f ON f.id = m.config "
+                f"WHERE {where}", args))
+        return out
+
+    def rows_text(self, shape: dict | None = None, local_only: bool = False) -> str:
+        """The rows as a batch's text (tuning_text.batch_text), "" where there are none: of
+        one problem on every device, Triton version and kernel (`shape`: a key's
+        SHAPE_COLUMNS), or all; with `local_only`, those measured here alone. What a `convgen
+        tune --ray` task is sent (what was measured before) and sends back (what it measured)."""
+        where, args = ["1"], {}
+        if shape is not None:
+            where += [f"p.{c} = :{c}" for c in SHAPE_COLUMNS]
+            args = {c: shape[c] for c in SHAPE_COLUMNS}
+        if local_only:
+            where.append("m.source IS NULL")
+        measurements, bests = self._rows_of(" AND ".join(where), args)
+        if not measurements and not bests:
+            return ""
+        return tuning_text.batch_text(measurements, bests)
+
     def export(self, folder: str, out: str | None = None) -> tuple[list[str], int]:
         """Write every row measured here into new text files, one per (arch, device,
         direction): into `folder`, the tracked data (then read back from there, which marks
@@ -636,23 +699,14 @@ class TuningDB:
         not written again. Rows of the interpreter are never written (its times mean
         nothing). -> (the files written, the interpreter rows left out)."""
         self.sync(folder)
-        key = ", ".join(f"p.{c}" for c in KEY_COLUMNS)
         groups: dict[tuple, tuple[list, list]] = {}
         untimed = 0
-        for table, columns in (("measurement_rows", "m.status, m.ms, m.error"),
-                               ("best_rows", "m.ms, m.checked, m.searched")):
-            cur = self.con.execute(
-                f"SELECT {key}, f.config, m.measured_at, {columns} FROM {table} m "
-                "JOIN problems p ON p.id = m.problem JOIN configs f ON f.id = m.config "
-                "WHERE m.source IS NULL")
-            names = [d[0] for d in cur.description]
-            for values in cur:
-                row = dict(zip(names, values))
+        for i, rows in enumerate(self._rows_of("m.source IS NULL", {})):
+            for row in rows:
                 if row["arch"] in tuning_text.UNTIMED_ARCHS:
                     untimed += 1
                     continue
-                groups.setdefault((row["arch"], row["device"], row["direction"]),
-                                  ([], []))[table == "best_rows"].append(row)
+                groups.setdefault((row["arch"], row["device"], row["direction"]), ([], []))[i].append(row)
         written = []
         for where, (measurements, bests) in sorted(groups.items()):
             text = tuning_text.batch_text(measurements, bests)

@@ -212,41 +212,47 @@ def read_batch(path: str):
     checked, measured_at seconds, searched). A line that does not parse is an error that
     names the file and the line."""
     with open(path) as f:
-        lines = iter(enumerate(f, 1))
+        yield from parse_batch(f, path)
+
+
+def parse_batch(text_lines, path: str):
+    """read_batch of a batch's lines (a file, or a batch's text split into lines: what a
+    `convgen tune --ray` task sends back); `path` names it in errors."""
+    lines = iter(enumerate(text_lines, 1))
+    try:
+        _, first = next(lines)
+        head = json.loads(first)
+    except (StopIteration, ValueError):
+        raise _bad(path, 1, "no header line") from None
+    if not isinstance(head, dict) or FORMAT not in head:
+        raise _bad(path, 1, f"not a {FORMAT} file")
+    if head[FORMAT] != VERSION:
+        raise ConvgenError(f"tuning data '{path}' is format version {head[FORMAT]}; this "
+                           f"convgen reads version {VERSION}", field="tuning_db")
+    configs = head.get("configs")
+    if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
+        raise _bad(path, 1, "no list of configs")
+    for number, text in lines:
+        if not text.strip():
+            continue
         try:
-            _, first = next(lines)
-            head = json.loads(first)
-        except (StopIteration, ValueError):
-            raise _bad(path, 1, "no header line") from None
-        if not isinstance(head, dict) or FORMAT not in head:
-            raise _bad(path, 1, f"not a {FORMAT} file")
-        if head[FORMAT] != VERSION:
-            raise ConvgenError(f"tuning data '{path}' is format version {head[FORMAT]}; this "
-                               f"convgen reads version {VERSION}", field="tuning_db")
-        configs = head.get("configs")
-        if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
-            raise _bad(path, 1, "no list of configs")
-        for number, text in lines:
-            if not text.strip():
-                continue
-            try:
-                e = json.loads(text)
-                key = _key(e["key"], path, number)
-                t0 = epoch(e["since"])
-                rows = [(configs[c], "ok", float(ms), rest[0] if rest else None, t0 + int(at))
-                        for c, ms, at, *rest in e.get("ok", [])]
-                rows += [(configs[c], "invalid", None, why, t0 + int(at))
-                         for c, at, why in e.get("invalid", [])]
-                rows += [(configs[c], "wrong", float(ms), why, t0 + int(at))
-                         for c, ms, at, why in e.get("wrong", [])]
-                b = e.get("best")
-                best = (configs[b["config"]], float(b["ms"]), b["checked"], t0 + int(b["at"]),
-                        b["searched"]) if b else None
-            except ConvgenError:
-                raise
-            except (ValueError, KeyError, IndexError, TypeError) as err:
-                raise _bad(path, number, f"{type(err).__name__}: {err}") from None
-            yield key, rows, best
+            e = json.loads(text)
+            key = _key(e["key"], path, number)
+            t0 = epoch(e["since"])
+            rows = [(configs[c], "ok", float(ms), rest[0] if rest else None, t0 + int(at))
+                    for c, ms, at, *rest in e.get("ok", [])]
+            rows += [(configs[c], "invalid", None, why, t0 + int(at))
+                     for c, at, why in e.get("invalid", [])]
+            rows += [(configs[c], "wrong", float(ms), why, t0 + int(at))
+                     for c, ms, at, why in e.get("wrong", [])]
+            b = e.get("best")
+            best = (configs[b["config"]], float(b["ms"]), b["checked"], t0 + int(b["at"]),
+                    b["searched"]) if b else None
+        except ConvgenError:
+            raise
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            raise _bad(path, number, f"{type(err).__name__}: {err}") from None
+        yield key, rows, best
 
 
 def stats(folder: str) -> list[tuple[str, str, str, int, int]]:
