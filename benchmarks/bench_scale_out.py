@@ -6,11 +6,13 @@ workers (docs/scale-out.md).
     python benchmarks/bench_scale_out.py [--fuzz-seconds 60] [--max-configs 4] [--json FILE]
 
 Each run is its own `python -m convgen` process, timed from start to end, so a Ray run's
-time holds the cluster's start (about 4 s) and its stop. Without a GPU everything runs in
+time holds the cluster's start (about 4 s) and its stop. Ray runs a task of one CPU on one thread (OMP_NUM_THREADS=1), so the run
+alone is timed on one thread too. Without a GPU everything runs in
 Triton's interpreter: the times are CPU times of the interpreter, fine for Ray's overhead
-and for the speed-up of a second worker, meaningless for kernels. A fuzz run's work is its
-cases in the time. The per-task overhead is (1-worker Ray time - time without Ray - an
-empty cluster's start and stop) / tasks.
+and for the speed-up of a second worker, meaningless for kernels. Each tune is run
+--repeat times, the three kinds in turn, and the median kept. A fuzz run's work is its
+cases in the time. The per-task overhead is (1-worker Ray time - time without Ray on one
+thread - an empty cluster's start and stop) / tasks.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,10 +43,10 @@ PROBLEMS = [   # each a few seconds of the interpreter with --max-configs 4
 FUZZ_LINE = re.compile(r"^fuzz: (\d+) cases, (\d+) failures")
 
 
-def run(args: list[str], cwd: str) -> tuple[float, str]:
+def run(args: list[str], cwd: str, env: dict | None = None) -> tuple[float, str]:
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "convgen", *args], capture_output=True, text=True,
-                       cwd=cwd)
+                       cwd=cwd, env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - t0
     if p.returncode not in (0, 1):
         sys.exit(f"bench_scale_out: convgen {' '.join(args)} failed ({p.returncode}):\n"
@@ -68,6 +71,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fuzz-seconds", type=float, default=60.0)
     ap.add_argument("--max-configs", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3, help="tune runs of each kind (the median is kept)")
     ap.add_argument("--json", default=os.path.join(ROOT, "docs", "data", "scale-out-cpu.json"))
     a = ap.parse_args()
     from convgen import backend
@@ -79,16 +83,26 @@ def main() -> int:
         with open(lines, "w") as f:
             f.write("\n".join(PROBLEMS) + "\n")
         empty = cluster_start_stop(2)
-        for name, extra in (("alone", []), ("ray, 1 worker", ["--ray", "--ray-workers", "1"]),
-                            ("ray, 2 workers", ["--ray", "--ray-workers", "2"])):
-            db = os.path.join(tmp, f"tune-{len(rows)}.sqlite")
-            seconds, out = run(["tune", "--db", db, "--lines", lines, "--max-configs",
-                                str(a.max_configs), "--allow-cpu", *extra], tmp)
-            timed = sum(int(m) for m in re.findall(r": (\d+) timed,", out))
+        # Ray gives a task of one CPU one thread (OMP_NUM_THREADS=1): the run alone on one
+        # thread is what a 1-worker run adds its overhead to
+        one = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        hows = (("alone", [], None), ("alone, 1 thread", [], one),
+                ("ray, 1 worker", ["--ray", "--ray-workers", "1"], None),
+                ("ray, 2 workers", ["--ray", "--ray-workers", "2"], None))
+        times: dict[str, list] = {name: [] for name, _, _ in hows}
+        for repeat in range(a.repeat):   # interleaved: a slow spell of the machine hits each kind
+            for name, extra, env in hows:
+                db = os.path.join(tmp, f"tune-{repeat}-{len(times[name])}-{name[-9:].strip()}.sqlite")
+                seconds, out = run(["tune", "--db", db, "--lines", lines, "--max-configs",
+                                    str(a.max_configs), "--allow-cpu", *extra], tmp, env)
+                timed = sum(int(m) for m in re.findall(r": (\d+) timed,", out))
+                times[name].append(round(seconds, 1))
+                print(f"tune  {name:15s} {len(PROBLEMS)} problems, {timed} configs  {seconds:7.1f} s",
+                      flush=True)
+        for name, _, _ in hows:
             rows.append({"what": "tune", "how": name, "problems": len(PROBLEMS),
-                         "configs_timed": timed, "seconds": round(seconds, 1)})
-            print(f"tune  {name:15s} {len(PROBLEMS)} problems, {timed} configs  {seconds:7.1f} s",
-                  flush=True)
+                         "configs_timed": timed, "seconds": statistics.median(times[name]),
+                         "runs_s": times[name]})
         for name, extra in (("alone", []), ("ray, 1 worker", ["--ray", "--ray-workers", "1"]),
                             ("ray, 2 workers", ["--ray", "--ray-workers", "2"])):
             state = os.path.join(tmp, f"fuzz-{len(rows)}")
@@ -106,8 +120,8 @@ def main() -> int:
         "empty_cluster_start_stop_s": round(empty, 1),
         "tune_speedup_2_over_1": round(tune["ray, 1 worker"]["seconds"] / tune["ray, 2 workers"]["seconds"], 2),
         "tune_speedup_2_over_alone": round(tune["alone"]["seconds"] / tune["ray, 2 workers"]["seconds"], 2),
-        "tune_overhead_per_task_s": round((tune["ray, 1 worker"]["seconds"] - tune["alone"]["seconds"]
-                                           - empty) / len(PROBLEMS), 2),
+        "tune_overhead_per_task_s": round((tune["ray, 1 worker"]["seconds"]
+                                           - tune["alone, 1 thread"]["seconds"] - empty) / len(PROBLEMS), 2),
         "fuzz_cases_2_over_1": round(fuzz["ray, 2 workers"]["cases"] / max(1, fuzz["ray, 1 worker"]["cases"]), 2),
         "fuzz_cases_1_over_alone": round(fuzz["ray, 1 worker"]["cases"] / max(1, fuzz["alone"]["cases"]), 2),
     }
@@ -115,7 +129,7 @@ def main() -> int:
         print(f"{k:32s} {v}")
     record = {"device": device, "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine(),
               "date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/bench_scale_out.py "
-              f"--fuzz-seconds {a.fuzz_seconds:g} --max-configs {a.max_configs}",
+              f"--fuzz-seconds {a.fuzz_seconds:g} --max-configs {a.max_configs} --repeat {a.repeat}",
               "rows": rows, "summary": summary}
     os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
     with open(a.json + ".tmp", "w") as f:
