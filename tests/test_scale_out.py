@@ -71,6 +71,44 @@ def test_tune_on_ray_measures_what_tune_does_and_resumes(tmp_path):
     assert rc == 0 and out.count("0 timed, 3 already measured, 0 invalid") == 3, out
 
 
+def test_a_stopped_driver_keeps_what_was_merged_and_the_same_command_goes_on(tmp_path):
+    """Ctrl-C on the driver: the problems merged so far stay in the database, the cluster
+    goes with the run, and the same command measures only the rest."""
+    import signal
+    import time
+    lines = tmp_path / "lines.txt"
+    big = [p.replace("-batchsize=1 ", "-batchsize=8 ").replace("-batchsize=2 ", "-batchsize=8 ")
+           for p in PROBLEMS]
+    big += [big[0].replace("-in_w=3", f"-in_w={w}") for w in (4, 5, 6, 7, 9)]
+    lines.write_text("\n".join(big) + "\n")
+    db = tmp_path / "fleet.sqlite"
+    args = [sys.executable, "-m", "convgen", "tune", "--db", str(db), "--lines", str(lines),
+            "--max-configs", "3", "--ray", "--ray-workers", "1"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 300
+    merged = 0
+    while time.monotonic() < deadline and p.poll() is None and not merged:
+        time.sleep(0.2)
+        if db.exists():
+            try:
+                with sqlite3.connect(db) as con:
+                    merged = con.execute("SELECT COUNT(DISTINCT problem) FROM measurement_rows").fetchone()[0]
+            except sqlite3.OperationalError:
+                pass
+    assert merged and p.poll() is None, ("the run ended before a problem was merged", p.poll(),
+                                         p.stdout.read() if p.poll() is not None else "")
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130 and "convgen: interrupted" in out, out
+    kept = rows(db)
+    assert 3 <= len(kept) < 3 * len(big), (kept, out)
+    rc, out = convgen(*args[3:])
+    assert rc == 0, out
+    said = [ln for ln in out.splitlines() if ln.startswith("# convgen tune: ") and " s; " in ln]
+    assert sum("0 timed, 3 already measured" in ln for ln in said) == len(kept) // 3, out
+    assert kept < rows(db) and len(rows(db)) == 3 * len(big)
+
+
 def test_a_dead_task_runs_again_and_one_that_keeps_dying_is_reported(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys

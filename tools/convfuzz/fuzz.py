@@ -303,12 +303,8 @@ def fuzz_on_ray(fleet, values: dict, seed: int, tasks: int, state: str, out: str
                     total.found.append(found)
                     if progress:
                         progress(seed + i, found)
-    except KeyboardInterrupt:
-        fleet.cancel(refs)
+    except KeyboardInterrupt:   # the searches still running end with the cluster
         total.interrupted = True
-    except BaseException:
-        fleet.cancel(refs)
-        raise
     if error is not None and not total.cases:
         raise error
     total.seconds = time.monotonic() - total.started

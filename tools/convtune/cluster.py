@@ -90,6 +90,8 @@ class Cluster:
         return self
 
     def __exit__(self, *exc) -> bool:
+        # the run's tasks end with it: Ray stops a job's workers when its driver leaves (no
+        # ray.cancel: cancelling a task as it finishes aborts Ray 2.60's driver)
         if self.ray is not None:
             self.ray.shutdown()
         return False
@@ -124,10 +126,3 @@ class Cluster:
                     yield index[r], None, e.cause if isinstance(e.cause, Exception) else e
                 except ray.exceptions.RayError as e:
                     yield index[r], None, e
-
-    def cancel(self, refs: list) -> None:
-        for r in refs:
-            try:
-                self.ray.cancel(r, force=True)
-            except Exception:  # noqa: BLE001 - finished or gone: nothing to stop
-                pass
