@@ -6,13 +6,14 @@ workers (docs/scale-out.md).
     python benchmarks/bench_scale_out.py [--fuzz-seconds 60] [--max-configs 4] [--json FILE]
 
 Each run is its own `python -m convgen` process, timed from start to end, so a Ray run's
-time holds the cluster's start (about 4 s) and its stop. Ray runs a task of one CPU on one thread (OMP_NUM_THREADS=1), so the run
-alone is timed on one thread too. Without a GPU everything runs in
-Triton's interpreter: the times are CPU times of the interpreter, fine for Ray's overhead
-and for the speed-up of a second worker, meaningless for kernels. Each tune is run
---repeat times, the three kinds in turn, and the median kept. A fuzz run's work is its
-cases in the time. The per-task overhead is (1-worker Ray time - time without Ray on one
-thread - an empty cluster's start and stop) / tasks.
+time holds the cluster's start and stop (measured apart, with one trivial task). Ray runs
+a task of one CPU on one thread (OMP_NUM_THREADS=1), so the run alone is timed on one
+thread too. Without a GPU everything runs in Triton's interpreter: the times are CPU times
+of the interpreter, fine for Ray's overhead and for the speed-up of a second worker,
+meaningless for kernels. Each tune is run --repeat times, the four kinds in turn, and the
+median kept. A fuzz run's work is its cases in the time. The per-task overhead is
+(1-worker Ray time - time without Ray on one thread - an empty cluster's start and stop)
+/ tasks.
 """
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ def main() -> int:
                 ("ray, 1 worker", ["--ray", "--ray-workers", "1"], None),
                 ("ray, 2 workers", ["--ray", "--ray-workers", "2"], None))
         times: dict[str, list] = {name: [] for name, _, _ in hows}
+        configs: dict[str, int] = {}
         for repeat in range(a.repeat):   # interleaved: a slow spell of the machine hits each kind
             for name, extra, env in hows:
                 db = os.path.join(tmp, f"tune-{repeat}-{len(times[name])}-{name[-9:].strip()}.sqlite")
@@ -97,11 +99,12 @@ def main() -> int:
                                     str(a.max_configs), "--allow-cpu", *extra], tmp, env)
                 timed = sum(int(m) for m in re.findall(r": (\d+) timed,", out))
                 times[name].append(round(seconds, 1))
+                configs[name] = timed
                 print(f"tune  {name:15s} {len(PROBLEMS)} problems, {timed} configs  {seconds:7.1f} s",
                       flush=True)
         for name, _, _ in hows:
             rows.append({"what": "tune", "how": name, "problems": len(PROBLEMS),
-                         "configs_timed": timed, "seconds": statistics.median(times[name]),
+                         "configs_timed": configs[name], "seconds": statistics.median(times[name]),
                          "runs_s": times[name]})
         for name, extra in (("alone", []), ("ray, 1 worker", ["--ray", "--ray-workers", "1"]),
                             ("ray, 2 workers", ["--ray", "--ray-workers", "2"])):

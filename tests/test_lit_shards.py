@@ -70,6 +70,9 @@ def test_each_host_deals_the_same_shards_whatever_its_history(tmp_path):
     assert run_lit.with_fixed_order(["--num-shards", "3", "--run-shard", "1", "e2e/"], {})[0] == "--order=lexical"
     assert run_lit.with_fixed_order(["e2e/"], {"LIT_NUM_SHARDS": "3"})[0] == "--order=lexical"
     assert run_lit.with_fixed_order(["e2e/"], {}) == ["e2e/"]
+    # lit reads $LIT_OPTS as words of its command line
+    assert run_lit.with_fixed_order(["e2e/"], {"LIT_OPTS": "--num-shards=2 --run-shard=1"})[0] == "--order=lexical"
+    assert run_lit.with_fixed_order(["e2e/"], {"LIT_OPTS": "--num-shards=2 --order=lexical"}) == ["e2e/"]
     assert run_lit.fixed_order_problem(["--run-shard=1", "--num-shards=2"], "lexical", {}) is None
     assert run_lit.fixed_order_problem(["e2e/"], "smart", {}) is None
     assert "--order=lexical" in run_lit.fixed_order_problem(["--num-shards=2"], "random", {})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -198,3 +199,25 @@ def test_a_bad_ray_flag_is_one_error_line(tmp_path, args, message):
     rc, out = convgen(*args, cwd=tmp_path)
     assert rc == 2 and out.strip().splitlines() == [out.strip()] and out.startswith("convgen: error: ")
     assert message in out, out
+
+
+def test_a_problem_whose_task_never_finished_makes_the_run_exit_1():
+    from convtune.tune import TuneResult, report_tuning
+    ok = TuneResult("fwd f16 N1", None, None, 3, 0, 0, 1.0)
+    lost = TuneResult("fwd f16 N2", None, None, 0, 0, 0, 0.0, "the task failed: WorkerCrashedError",
+                      failed=True)
+    assert report_tuning([ok], "x.sqlite") == 0
+    assert report_tuning([ok, lost], "x.sqlite") == 1
+
+
+def test_a_search_that_keeps_dying_is_reported_and_the_run_exits_1(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("import os\n\n\ndef dies(request):\n    os._exit(3)\n")
+    rc, out = convgen("fuzz", "--types", "f32", "--reference", "cpu", "--quiet", "--impl",
+                      f"{planted}:dies", "--cases", 4, "--seed", 5, "--ray", "--ray-workers", 2,
+                      "--state", tmp_path / "state", "--json", tmp_path / "record.json")
+    assert rc == 1, out
+    assert "fuzz: seed 5: the search failed" in out and "fuzz: seed 6: the search failed" in out, out
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert sorted(x["seed"] for x in record["lost"]) == [5, 6] and record["cases"] == 0
+    assert re.fullmatch(r"fuzz: 0 cases, 0 failures, \d+ s", out.strip().splitlines()[-1]), out

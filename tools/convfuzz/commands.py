@@ -118,6 +118,7 @@ def _finish(values: dict, summary, device: str, impl: str, seeds: list | None = 
                                 "size": fuzz.size_of(f.flags)} for f in summary.found]}
         if seeds is not None:
             record["seeds"] = seeds
+            record["lost"] = [{"seed": s, "why": why} for s, why in summary.lost]
         tmp = values["json"] + ".tmp"
         with open(tmp, "w") as f:
             json.dump(record, f, indent=1)
@@ -125,7 +126,7 @@ def _finish(values: dict, summary, device: str, impl: str, seeds: list | None = 
     print(summary.line(), flush=True)
     if summary.interrupted:
         return 130
-    return 1 if summary.found else 0
+    return 1 if summary.found or summary.lost else 0
 
 
 def _fuzz_on_ray(values: dict) -> int:
@@ -162,9 +163,13 @@ def _fuzz_on_ray(values: dict) -> int:
                   f"{f.case}, shrunk in {f.shrink_runs} runs: {f.path}", flush=True)
             print("  reproduce: convgen " + " ".join(shlex.quote(x) for x in f.flags), flush=True)
 
-        summary, device, impl = fuzz.fuzz_on_ray(fleet, values, seed, tasks, state, out, found)
+        def lost(task_seed, why):
+            print(f"fuzz: seed {task_seed}: the search failed: {why}", flush=True)
+
+        summary, device, impl = fuzz.fuzz_on_ray(fleet, values, seed, tasks, state, out, found, lost)
     print(f"fuzz: seeds {seed} to {seed + tasks - 1} on {device} ({impl}); {summary.rejected} "
-          f"cases declined by the implementation")
+          f"cases declined by the implementation"
+          + (f"; {len(summary.lost)} search(es) failed" if summary.lost else ""))
     return _finish(values, summary, device, impl, list(range(seed, seed + tasks)))
 
 

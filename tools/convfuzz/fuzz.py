@@ -60,6 +60,7 @@ class Summary:
     started: float = field(default_factory=time.monotonic)
     found: list = field(default_factory=list)
     interrupted: bool = False
+    lost: list = field(default_factory=list)   # (seed, why) of --ray searches that never finished
 
     def line(self) -> str:
         return f"fuzz: {self.cases} cases, {len(self.found)} failures, {self.seconds:.0f} s"
@@ -257,13 +258,16 @@ def search_task(values: dict, seed: int, cases: int | None) -> dict:
 
 
 def fuzz_on_ray(fleet, values: dict, seed: int, tasks: int, state: str, out: str,
-                progress=None) -> tuple[Summary, str, str]:
+                progress=None, lost=None) -> tuple[Summary, str, str]:
     """`tasks` independent searches on a Ray cluster (`fleet`, a convtune.cluster.Cluster),
     search i with seed `seed` + i: each as `convgen fuzz --seed SEED+i` would search with the
     whole --budget, or its share of --cases (the first --cases % tasks one more). Their case
     logs go into `state`'s, and each test they wrote is written under `out` once (two
     searches that shrank to the same case write one test). `progress(seed, found)` hears of
-    each new failure. -> (the summary of them all, the device, the implementation)."""
+    each new failure, and `lost(seed, why)` of each search that failed (Ray ran it again
+    if its worker died; the summary lists it, and the others go on). A ConvgenError is
+    raised only where every search failed with one (a bad flag for the workers' device).
+    -> (the summary of them all, the device, the implementation)."""
     cases = values.get("cases")
     shares = ([cases // tasks + (1 if i < cases % tasks else 0) for i in range(tasks)]
               if cases is not None else [None] * tasks)
@@ -277,12 +281,14 @@ def fuzz_on_ray(fleet, values: dict, seed: int, tasks: int, state: str, out: str
     try:
         with open(os.path.join(state, "cases.jsonl"), "a") as log:
             for i, result, failed in fleet.as_completed(refs):
-                if failed is not None:
+                if failed is not None:   # the others go on; the run says so and exits 1
                     if isinstance(failed, ConvgenError):
                         error = error or failed
-                        continue
-                    raise ConvgenError(f"the search of seed {seed + i} failed: "
-                                       f"{' '.join(str(failed).split())[:300]}") from None
+                    why = " ".join(str(failed).split())[:300]
+                    total.lost.append((seed + i, why))
+                    if lost:
+                        lost(seed + i, why)
+                    continue
                 s = result["summary"]
                 device, impl = result["device"], result["impl"]
                 log.write(result["log"])
@@ -305,7 +311,7 @@ def fuzz_on_ray(fleet, values: dict, seed: int, tasks: int, state: str, out: str
                         progress(seed + i, found)
     except KeyboardInterrupt:   # the searches still running end with the cluster
         total.interrupted = True
-    if error is not None and not total.cases:
+    if error is not None and len(total.lost) == tasks:
         raise error
     total.seconds = time.monotonic() - total.started
     return total, device, impl

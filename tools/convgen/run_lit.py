@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -79,20 +80,26 @@ SHARD_FLAGS = ("--num-shards", "--run-shard")
 SHARD_ENV = ("LIT_NUM_SHARDS", "LIT_RUN_SHARD")
 
 
+def _words(argv: list[str], env) -> list[str]:
+    """A lit command line's words with those of $LIT_OPTS, which lit reads as its own."""
+    return [*argv, *shlex.split(env.get("LIT_OPTS", ""))]
+
+
 def sharded(argv: list[str], env=os.environ) -> bool:
     """Whether a lit command line (with its environment) runs one shard of the tests."""
-    return any(a == f or a.startswith(f + "=") for a in argv for f in SHARD_FLAGS) or any(
+    return any(a == f or a.startswith(f + "=") for a in _words(argv, env) for f in SHARD_FLAGS) or any(
         env.get(v) for v in SHARD_ENV)
 
 
-def _order_given(argv: list[str]) -> bool:
-    return any(a == "--order" or a.startswith("--order=") or a == "--shuffle" for a in argv)
+def _order_given(argv: list[str], env) -> bool:
+    return any(a == "--order" or a.startswith("--order=") or a == "--shuffle"
+               for a in _words(argv, env))
 
 
 def with_fixed_order(argv: list[str], env=os.environ) -> list[str]:
     """A sharded command line with `--order=lexical` added where it names no order: every
     host then deals the same tests to the same shard."""
-    if sharded(argv, env) and not _order_given(argv):
+    if sharded(argv, env) and not _order_given(argv, env):
         return ["--order=lexical", *argv]
     return list(argv)
 

@@ -57,15 +57,18 @@ class Cluster:
         self.where = where
         self.workers = workers
         self.ray = None
+        # a cluster this run starts on this machine (its workers see this checkout), not one
+        # reached by address (the code goes with the tasks, the repository's files do not)
+        self.local = not where and not os.environ.get("RAY_ADDRESS")
 
     def __enter__(self) -> "Cluster":
         try:
             import ray  # ray: the engine (constraints.txt pins it)
-        except ImportError:
-            raise ConvgenError("--ray needs the ray package (pip install -c constraints.txt ray)",
-                               field="ray") from None
+        except ImportError as e:
+            raise ConvgenError(f"--ray needs the ray package and what it imports ({e}; pip install "
+                               "-c constraints.txt ray)", field="ray") from None
         self.ray = ray
-        local = not self.where and not os.environ.get("RAY_ADDRESS")
+        local = self.local
         options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
                        ignore_reinit_error=True)
         tools = os.path.join(REPO_ROOT, "tools")
@@ -83,7 +86,8 @@ class Cluster:
             options["runtime_env"] = {"py_modules": [importlib.import_module(p) for p in PACKAGES]}
         _answers(self.where)
         try:
-            ray.init(address=self.where or None, **options)
+            # "local": a new cluster even where this machine joined one with `ray start`
+            ray.init(address="local" if local else (self.where or None), **options)
         except (ConnectionError, ValueError, RuntimeError) as e:
             raise ConvgenError(f"no Ray cluster at {self.where or os.environ.get('RAY_ADDRESS') or 'this machine'}: "
                                f"{' '.join(str(e).split())[:300]}", field="ray") from None

@@ -53,6 +53,7 @@ class TuneResult:
     seconds: float
     note: str = ""
     searched: str = SEARCHED_ALL   # what the best is the fastest of (best.searched)
+    failed: bool = False   # a --ray task that never finished (note: why)
 
 
 def tune(configs: list[RunConfig], db_path: str, jobs: int | None = None,
@@ -105,6 +106,10 @@ def tune_on_ray(configs: list[RunConfig], words: list[list[str]], db_path: str, 
     the others go on. -> the results in the order of `configs`; a problem's ConvgenError is
     raised once every other task has been merged."""
     backends.ensure_interpreter_if_no_gpu()
+    if top and not fleet.local:
+        raise ConvgenError("--top on a cluster reached by address: the selector's model files "
+                           "stay in this checkout; use --top with a new local cluster (--ray)",
+                           field="top")
     _refuse(configs, backends.current() if top else None, top)
     with TuningDB(db_path) as db:
         known = [db.rows_text(problem_key(c.problem, "", "", "", "")) for c in configs]
@@ -125,7 +130,7 @@ def tune_on_ray(configs: list[RunConfig], words: list[list[str]], db_path: str, 
                 error = error or (failed if isinstance(failed, ConvgenError) else None)
                 why = " ".join(str(failed).split())[:300]
                 results[i] = TuneResult(_short(configs[i].problem), None, None, 0, 0, 0, 0.0,
-                                        f"the task failed: {why}")
+                                        f"the task failed: {why}", failed=True)
             if done is not None:
                 done(results[i])
     if error is not None:
@@ -409,9 +414,14 @@ def report_problem(r: TuneResult) -> None:
 
 
 def report_tuning(results: list[TuneResult], db_path: str) -> int:
-    """The total, and where the rows go from there; exit 0."""
+    """The total, and where the rows go from there; exit 0, or 1 where a --ray task never
+    finished (its problem is not tuned: run the command again)."""
     report.say(f"convgen tune: {len(results)} problem(s) in {db_path}")
     if db_path == store.store_path():
         report.say("convgen tune: `convgen tuning-export` writes what this added to the local "
                    "store into tuning/data, to commit")
-    return 0
+    lost = sum(r.failed for r in results)
+    if lost:
+        report.say(f"convgen tune: {lost} problem(s) not tuned: their tasks failed (above); the "
+                   "same command tunes them")
+    return 1 if lost else 0
