@@ -142,18 +142,7 @@ def test_a_dead_task_runs_again_and_one_that_keeps_dying_is_reported(tmp_path):
     assert len((tmp_path / "died-always").read_text()) == 1 + RETRIES
 
 
-PLANTED = """\
-from convgen import implementations
-
-ATEN = implementations.Aten()
-
-
-def wrong_when_strided(request):
-    ATEN.run(request)
-    p = request.problem
-    if p.direction.name == "fwd" and p.stride_w > 1:
-        request.out[..., -1] += 1
-"""
+from test_fuzz import PLANTED  # noqa: E402  (its wrong_when_strided: a bug of forward strides)
 
 
 def test_fuzz_on_ray_searches_the_seeds_a_search_alone_would_and_writes_each_test_once(tmp_path):

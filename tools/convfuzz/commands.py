@@ -1,12 +1,12 @@
 """`convgen fuzz` (convfuzz/fuzz.py), as a command convgen finds (convgen.commands.PLUGINS)."""
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
 import time
 
+from convgen import report
 from convgen.commands import Command
 from convgen.errors import ConvgenError
 from convgen.flags import (as_text, flag_table, listed, nonneg, one_of, positive, positive_real, scan,
@@ -119,10 +119,7 @@ def _finish(values: dict, summary, device: str, impl: str, seeds: list | None = 
         if seeds is not None:
             record["seeds"] = seeds
             record["lost"] = [{"seed": s, "why": why} for s, why in summary.lost]
-        tmp = values["json"] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(record, f, indent=1)
-        os.replace(tmp, values["json"])
+        report.write_json(values["json"], record)
     print(summary.line(), flush=True)
     if summary.interrupted:
         return 130
@@ -140,7 +137,7 @@ def _fuzz_on_ray(values: dict) -> int:
     except ImportError:
         raise ConvgenError("--ray needs convtune (the tuning lab), which runs the tasks",
                            field="ray") from None
-    implementations.resolve(values.get("impl") or os.environ.get("CONVGEN_IMPL") or "convgen")
+    implementations.resolve(fuzz.impl_name(values))
     backend.ensure_interpreter_if_no_gpu()   # the workers take this process's environment
     budget, cases = values.get("budget"), values.get("cases")
     if budget is None and cases is None:

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 
 from convfuzz import space
 from convfuzz.run import KINDS, Outcome, run_case
+from convgen import report
 from convgen.errors import ConvgenError
+from convgen.flags import one_line
 
 
 class Failure(Exception):
@@ -215,11 +217,17 @@ def fuzz(strategy, *, budget: float | None, cases: int | None, seed: int | None,
     return summary
 
 
+def impl_name(values: dict) -> str:
+    """The implementation a search with these flags tests: -impl, else $CONVGEN_IMPL, else
+    convgen's kernels."""
+    return values.get("impl") or os.environ.get("CONVGEN_IMPL") or "convgen"
+
+
 def search_setup(values: dict):
     """(the implementation's name, the device, the size limits, the strategy) of a search
     with `convgen fuzz`'s flags (their scanned values), where it runs."""
     from convgen import backend, implementations  # torch, to find the device
-    impl = values.get("impl") or os.environ.get("CONVGEN_IMPL") or "convgen"
+    impl = impl_name(values)
     implementations.resolve(impl)   # a bad name: one error line before the search starts
     backend.ensure_interpreter_if_no_gpu()
     be = backend.current()
@@ -284,7 +292,7 @@ def fuzz_on_ray(fleet, values: dict, seed: int, tasks: int, state: str, out: str
                 if failed is not None:   # the others go on; the run says so and exits 1
                     if isinstance(failed, ConvgenError):
                         error = error or failed
-                    why = " ".join(str(failed).split())[:300]
+                    why = one_line(failed)[:300]
                     total.lost.append((seed + i, why))
                     if lost:
                         lost(seed + i, why)
@@ -300,12 +308,7 @@ def fuzz_on_ray(fleet, values: dict, seed: int, tasks: int, state: str, out: str
                     if found.path in written:
                         continue
                     written.add(found.path)
-                    os.makedirs(out, exist_ok=True)
-                    path = os.path.join(out, found.path)
-                    with open(path + ".tmp", "w") as f:
-                        f.write(text)
-                    os.replace(path + ".tmp", path)
-                    found.path = path
+                    found.path = _write_text(out, found.path, text)
                     total.found.append(found)
                     if progress:
                         progress(seed + i, found)
@@ -371,12 +374,19 @@ def test_name(flags: tuple, kind: str) -> str:
 
 def write_test(found: Found, out: str, seed: int, note: str = "", limits=None) -> str:
     """Write the test (whole or not at all) and return its path."""
+    return _write_text(out, test_name(found.flags, found.outcome.kind),
+                       test_text(found, seed, note, limits))
+
+
+def _write_text(out: str, name: str, text: str) -> str:
+    """out/name holding `text`, whole or not at all (report.write_atomic); -> its path."""
     os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, test_name(found.flags, found.outcome.kind))
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(test_text(found, seed, note, limits))
-    os.replace(tmp, path)
+    path = os.path.join(out, name)
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    report.write_atomic(path, write, ".tmp")
     return path
 
 

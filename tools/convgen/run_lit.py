@@ -32,6 +32,7 @@ import sys
 import tempfile
 
 from convgen import REPO_ROOT as REPO
+from convgen import report
 
 LIT_CFG = os.path.join(REPO, "lit.cfg.py")
 CONFIG_NAMES = ("lit.site.cfg.py", "lit.cfg.py", "lit.local.cfg")
@@ -166,10 +167,7 @@ def merge_main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"lit-merge: error: {e}", file=sys.stderr)
         return 2
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(joined, f, indent=2)
-    os.replace(tmp, args.out)
+    report.write_json(args.out, joined)
     codes: dict[str, int] = {}
     for t in joined["tests"]:
         codes[t["code"]] = codes.get(t["code"], 0) + 1

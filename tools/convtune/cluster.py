@@ -19,7 +19,7 @@ import os
 
 from convgen import REPO_ROOT
 from convgen.errors import ConvgenError
-from convgen.flags import switch_or_text
+from convgen.flags import one_line, switch_or_text
 
 RETRIES = 3   # a task whose worker died (a crash, a node lost) runs again this often
 PACKAGES = ("convgen", "convtune", "convfuzz")
@@ -68,11 +68,10 @@ class Cluster:
             raise ConvgenError(f"--ray needs the ray package and what it imports ({e}; pip install "
                                "-c constraints.txt ray)", field="ray") from None
         self.ray = ray
-        local = self.local
         options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
                        ignore_reinit_error=True)
         tools = os.path.join(REPO_ROOT, "tools")
-        if local:
+        if self.local:
             # workers start from this process's environment; the tools folder goes on their
             # path where this process found them some other way (scripts/ insert it)
             path = [tools, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -87,10 +86,10 @@ class Cluster:
         _answers(self.where)
         try:
             # "local": a new cluster even where this machine joined one with `ray start`
-            ray.init(address="local" if local else (self.where or None), **options)
+            ray.init(address="local" if self.local else (self.where or None), **options)
         except (ConnectionError, ValueError, RuntimeError) as e:
             raise ConvgenError(f"no Ray cluster at {self.where or os.environ.get('RAY_ADDRESS') or 'this machine'}: "
-                               f"{' '.join(str(e).split())[:300]}", field="ray") from None
+                               f"{one_line(e)[:300]}", field="ray") from None
         return self
 
     def __exit__(self, *exc) -> bool:

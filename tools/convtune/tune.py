@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from convgen import backend as backends
 from convgen import cli, driver, guards, inputs, report
 from convgen.errors import ConvgenError
+from convgen.flags import one_line
 from convgen.kernels import config as kconfig
 from convgen.kernels import launch
 from convgen.kernels.config import from_text
@@ -128,7 +129,7 @@ def tune_on_ray(configs: list[RunConfig], words: list[list[str]], db_path: str, 
                 db.merge_text(text)
             else:
                 error = error or (failed if isinstance(failed, ConvgenError) else None)
-                why = " ".join(str(failed).split())[:300]
+                why = one_line(failed)[:300]
                 results[i] = TuneResult(_short(configs[i].problem), None, None, 0, 0, 0, 0.0,
                                         f"the task failed: {why}", failed=True)
             if done is not None:
